@@ -1,0 +1,50 @@
+"""mdsd: multi-draft speculative decoding experiments.
+
+Public API::
+
+    from mdsd_cli import optimal_acceptance, sample_drafts
+    optimal_acceptance(p, q, n, sampler="iid", solver="chain") -> float
+    sample_drafts(q, n, sampler="iid", rng=numpy.random.default_rng(0)) -> int array
+"""
+
+from .bounds import (
+    LP_SOLVERS,
+    SOLVERS,
+    OptimalAcceptance,
+    TransportPlan,
+    optimal_acceptance,
+    solve_optimal_acceptance,
+)
+from .distributions import (
+    PairBatch,
+    apply_temperature,
+    check_pair,
+    check_probabilities,
+    dirichlet_pairs,
+    pairs_from_logits,
+    pairs_from_probabilities,
+    softmax,
+    zipf_pairs,
+)
+from .errors import DataFileError, InputError, MdsdError, OutputError, SizeLimitError, SolverError
+from .samplers import (
+    SAMPLERS,
+    DraftSetLaw,
+    draft_set_law,
+    draft_tuple_law,
+    hit_probability,
+    hit_probability_chain,
+    sample_drafts,
+    sampler_names,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LP_SOLVERS", "SAMPLERS", "SOLVERS", "DataFileError", "DraftSetLaw", "InputError", "MdsdError",
+    "OptimalAcceptance", "OutputError", "PairBatch", "SizeLimitError", "SolverError", "TransportPlan",
+    "apply_temperature", "check_pair", "check_probabilities", "dirichlet_pairs", "draft_set_law",
+    "draft_tuple_law", "hit_probability", "hit_probability_chain", "optimal_acceptance",
+    "pairs_from_logits", "pairs_from_probabilities", "sample_drafts", "sampler_names",
+    "solve_optimal_acceptance", "softmax", "zipf_pairs",
+]

@@ -1,0 +1,248 @@
+"""P(X hits A_k) along a chain for drafts sampled without replacement (``wor``).
+
+Drafts without replacement are the first ``n`` tokens to ring among independent
+exponential clocks with rates ``q_i``. For a prefix ``A`` of the chain with mass
+``W = q(A)`` and complement ``B``, the drafts hit ``A`` exactly when the first
+``A``-clock rings before the ``n``-th ``B``-clock:
+
+.. math::
+
+    P(X \\text{ hits } A) = \\int_0^\\infty W e^{-Wt}\\, P[N_B(t) < n]\\, dt,
+
+with ``N_B(t)`` Poisson-binomial with success probabilities ``1 - e^{-q_i t}``.
+We substitute ``t = e^u`` and use the trapezoid rule on a uniform grid in ``u``
+(step ``h``), whose error decays like ``exp(-c / h)`` for this smooth integrand
+(:func:`default_step` keeps it below 1e-13 up to n = 16). Below ``t_lo`` the integrand is ``W t`` to
+within ``O(t^2)`` and the rule's infinite left tail is summed in closed form;
+``t_hi`` is chosen so that ``(W_k + m_k) t_hi >= 45`` for every prefix, where
+``m_k`` is the ``n``-th largest rate in ``B_k`` (then the integrand is below
+1e-17). Sweeping ``k`` from ``V`` down to 0 moves one token at a time into
+``B`` and updates the Poisson-binomial pmf (truncated below ``n``) on the
+whole grid: ``O(V n G)`` work for a grid of ``G = ln(t_hi / t_lo) / h`` points.
+
+Two implementations with the same arithmetic: a numba kernel (default) and a
+pure-numpy one (a Python loop over tokens, vectorised over the grid), used
+when numba is unavailable or ``MDSD_DISABLE_NUMBA=1``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+
+
+def default_step(n: int) -> float:
+    """Trapezoid step in log-time for ``n`` drafts.
+
+    The error decays like ``exp(-c / h)`` with ``c`` shrinking as ``n`` grows
+    (measured at V = 50,000 against ``h = 0.12``: below 1e-13 for n <= 16 with
+    this rule; ``h = 0.3`` would leave 1e-9 at n = 8 and 4e-7 at n = 16).
+    """
+    return max(0.27 - 0.007 * n, 0.08)
+
+#: Left end of the grid; below it the integrand is ``W t`` and summed exactly.
+T_LO = 1e-8
+#: Largest grid end we allow (keeps ``t`` finite for rates near the float64 floor).
+T_MAX = 1e300
+#: Below this value of ``q t`` the survival ``1 - e^{-qt}`` uses a 4-term series.
+SERIES_CUTOFF = 1e-3
+
+
+def grid_end(qs: np.ndarray, n_eff: int) -> float:
+    """``t_hi`` for a chain ``qs``: ``45 / min_k (W_k + m_k)`` over prefixes that matter."""
+    V = qs.size
+    W = np.concatenate(([0.0], np.cumsum(qs)))
+    pos = qs > 0
+    # m_k: the n_eff-th largest positive rate in the suffix qs[k:]. Only prefixes
+    # with W_k > 0 and at least n_eff positive rates in B_k matter.
+    count_suffix = np.cumsum(pos[::-1])[::-1]  # positives in qs[k:]
+    valid = np.flatnonzero((W[:V] > 0) & (count_suffix >= n_eff))
+    if valid.size == 0:
+        return T_LO * 10.0
+    if n_eff == 1:
+        m = np.maximum.accumulate(qs[::-1])[::-1]
+    else:
+        kernels = _kernels()
+        m = (kernels[1] if kernels else _suffix_kth_largest)(qs, n_eff)
+    best = float(np.min(W[valid] + m[valid]))
+    return float(min(max(45.0 / best, T_LO * 10.0), T_MAX))
+
+
+def _suffix_kth_largest(qs, k):
+    # Keep the k largest values seen so far, scanning from the end (ascending
+    # buffer; top[0] is the k-th largest). Compiled by numba when available.
+    V = qs.shape[0]
+    out = np.zeros(V)
+    top = np.zeros(k)
+    for i in range(V - 1, -1, -1):
+        x = qs[i]
+        if x > top[0]:
+            j = 1
+            while j < k and top[j] < x:
+                top[j - 1] = top[j]
+                j += 1
+            top[j - 1] = x
+        out[i] = top[0]
+    return out
+
+
+def _grid(t_hi: float, h: float, t_lo: float) -> np.ndarray:
+    G = int(math.ceil(math.log(t_hi / t_lo) / h)) + 1
+    return np.exp(math.log(t_lo) + h * np.arange(G))
+
+
+def wor_hit_chain_numpy(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:
+    """Pure-numpy reference: ``H[k] = P(X hits {chain[0..k-1]})`` for ``k = 0..V``.
+
+    ``qs`` is the draft distribution listed in chain order.
+    """
+    qs = np.ascontiguousarray(qs, dtype=np.float64)
+    V = qs.size
+    n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
+    h = default_step(n_eff) if h is None else float(h)
+    t = _grid(grid_end(qs, n_eff), h, t_lo)
+    W = np.concatenate(([0.0], np.cumsum(qs)))
+    pmf = np.zeros((n_eff, t.size))
+    pmf[0] = 1.0
+    less = np.ones(t.size)  # P[N_B(t) < n_eff]
+    left = t_lo * h / math.expm1(h)
+    H = np.empty(V + 1)
+    H[V] = 1.0
+    count = 0
+    for k in range(V - 1, -1, -1):
+        qk = qs[k]
+        if qk > 0:
+            count += 1
+            y = qk * t
+            small = y < SERIES_CUTOFF
+            s = np.where(small, y * (1.0 - y * (0.5 - y * (1.0 / 6.0 - y / 24.0))), -np.expm1(-y))
+            c = np.where(small, 1.0 - s, np.exp(-y))
+            less -= s * pmf[n_eff - 1]
+            if n_eff > 1:
+                pmf[1:] = pmf[1:] * c + pmf[:-1] * s
+            pmf[0] *= c
+        Wk = W[k]
+        if Wk <= 0:
+            H[k] = 0.0
+        elif qk == 0:
+            H[k] = H[k + 1]
+        elif count < n_eff:
+            H[k] = 1.0
+        else:
+            x = Wk * t
+            f = t * np.exp(-x) * np.maximum(less, 0.0)
+            H[k] = Wk * (h * f.sum() + left)
+    return np.clip(H, 0.0, 1.0)
+
+
+def _wor_hit_chain_loops(qs, n_eff, t, h, left, cutoff):  # pragma: no cover - compiled
+    V = qs.shape[0]
+    G = t.shape[0]
+    log_t0 = math.log(t[0])
+    W = np.empty(V + 1)
+    W[0] = 0.0
+    for i in range(V):
+        W[i + 1] = W[i] + qs[i]
+    pmf = np.zeros((n_eff, G))
+    for j in range(G):
+        pmf[0, j] = 1.0
+    less = np.ones(G)
+    s = np.empty(G)
+    c = np.empty(G)
+    H = np.empty(V + 1)
+    H[V] = 1.0
+    count = 0
+    for k in range(V - 1, -1, -1):
+        qk = qs[k]
+        if qk > 0:
+            count += 1
+            # grid points with qk * t_j < cutoff use the series
+            js = int(math.ceil((math.log(cutoff / qk) - log_t0) / h))
+            js = min(max(js, 0), G)
+            for j in range(js):
+                y = qk * t[j]
+                sj = y * (1.0 - y * (0.5 - y * (1.0 / 6.0 - y / 24.0)))
+                s[j] = sj
+                c[j] = 1.0 - sj
+            for j in range(js, G):
+                y = qk * t[j]
+                if y < cutoff:  # guard against rounding in js
+                    sj = y * (1.0 - y * (0.5 - y * (1.0 / 6.0 - y / 24.0)))
+                    s[j] = sj
+                    c[j] = 1.0 - sj
+                else:
+                    s[j] = -math.expm1(-y)
+                    c[j] = math.exp(-y)
+            top = pmf[n_eff - 1]
+            for j in range(G):
+                less[j] -= s[j] * top[j]
+            for r in range(n_eff - 1, 0, -1):
+                row = pmf[r]
+                below = pmf[r - 1]
+                for j in range(G):
+                    row[j] = row[j] * c[j] + below[j] * s[j]
+            row0 = pmf[0]
+            for j in range(G):
+                row0[j] *= c[j]
+        Wk = W[k]
+        if Wk <= 0.0:
+            H[k] = 0.0
+        elif qk == 0.0:
+            H[k] = H[k + 1]
+        elif count < n_eff:
+            H[k] = 1.0
+        else:
+            acc = 0.0
+            for j in range(G):
+                x = Wk * t[j]
+                if x > 745.0:
+                    break
+                lj = less[j]
+                if lj > 0.0:
+                    acc += t[j] * math.exp(-x) * lj
+            v = Wk * (h * acc + left)
+            H[k] = min(max(v, 0.0), 1.0)
+    return H
+
+
+_compiled: tuple | bool | None = None
+
+
+def numba_enabled() -> bool:
+    """Whether the compiled kernels are in use (numba importable, not disabled)."""
+    return _kernels() is not None
+
+
+def _kernels():
+    """``(hit_chain, suffix_kth_largest)`` compiled by numba, or None when numba is
+    unavailable or ``MDSD_DISABLE_NUMBA`` is set."""
+    global _compiled
+    if os.environ.get("MDSD_DISABLE_NUMBA", "") not in ("", "0"):
+        return None
+    if _compiled is None:
+        try:
+            import numba
+        except ImportError:  # pragma: no cover - numba is a dependency
+            _compiled = False
+            return None
+        jit = numba.njit(cache=True, nogil=True)
+        _compiled = (jit(_wor_hit_chain_loops), jit(_suffix_kth_largest))
+    return _compiled or None
+
+
+def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:
+    """``H[k] = P(X hits {chain[0..k-1]})`` for ``k = 0..V`` (``wor`` drafts), exact to ~1e-12.
+
+    Uses the numba kernel when available, else :func:`wor_hit_chain_numpy`.
+    """
+    kernels = _kernels()
+    if kernels is None:
+        return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)
+    qs = np.ascontiguousarray(qs, dtype=np.float64)
+    n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
+    h = default_step(n_eff) if h is None else float(h)
+    t = _grid(grid_end(qs, n_eff), h, t_lo)
+    return kernels[0](qs, n_eff, t, h, t_lo * h / math.expm1(h), SERIES_CUTOFF)

@@ -1,0 +1,155 @@
+"""α* as a linear program (CVXPY): the primal transport problem and its dual.
+
+Tuples of drafts with the same set of distinct tokens are merged (acceptance
+``Y in X`` depends on the set only), giving the exact law ``P(S)`` of the draft
+set. With one variable per (set, token in set) pair, the **primal** (flow form) is
+
+.. math::
+
+    \\alpha^* = \\max_{x \\ge 0} \\sum_{S, y \\in S} x_{S,y}
+    \\quad\\text{s.t.}\\quad \\sum_{y \\in S} x_{S,y} \\le P(S),\\;
+    \\sum_{S \\ni y} x_{S,y} \\le p(y),
+
+and the **dual** is
+
+.. math::
+
+    \\alpha^* = \\min_{u, v \\ge 0} \\sum_S P(S) u_S + \\sum_y p(y) v_y
+    \\quad\\text{s.t.}\\quad u_S + v_y \\ge 1 \\;\\; (y \\in S).
+
+Indicator solutions ``v = 1_{A^c}``, ``u = 1[S hits A]`` give the min-cut form
+``1 - p(A) + P(X hits A)``; a minimising set is recovered from ``v`` by
+thresholding (every threshold is tried and scored exactly, so fractional
+interior-point duals work too).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._stdio import silence_stdout_fd
+from ..errors import SizeLimitError, SolverError
+from ..samplers import DraftSampler, DraftSetLaw
+from .result import OptimalAcceptance, TransportPlan
+
+#: LP back-ends by CLI name.
+LP_SOLVERS = {"highs": "HIGHS", "clarabel": "CLARABEL"}
+#: Default cap on LP variables (set-token pairs for the primal).
+MAX_LP_VARIABLES = 2_000_000
+
+
+def estimate_lp_variables(sampler: DraftSampler, q: np.ndarray, n: int) -> int:
+    """Number of (set, token) pairs of the flow LP, computed without enumerating."""
+    m = int(np.count_nonzero(q > 0))
+    k = min(n, m)
+    if sampler.name == "iid":
+        return sum(math.comb(m, j) * j for j in range(1, k + 1))
+    if sampler.name == "wor":
+        return math.comb(m, k) * k
+    if sampler.name == "hub":
+        return 1 if m < 2 else 2 * (m - 1)
+    return k if m < n else (m - n + 1) * n  # greedy
+
+
+def _set_law(sampler, q, n, solver_name, max_variables) -> DraftSetLaw:
+    need = estimate_lp_variables(sampler, q, n)
+    if need > max_variables:
+        raise SizeLimitError(
+            f"{solver_name} for sampler {sampler.name} at V={q.size}, n={n} needs {need:,} LP variables "
+            f"(limit {max_variables:,}); use --solver chain (exact, O(V log V)) or raise --max-lp-variables"
+        )
+    return sampler.set_law(q, n, max_tuples=max(max_variables, 1))
+
+
+def _edges(law: DraftSetLaw):
+    set_idx, slot = np.nonzero(law.members >= 0)
+    return set_idx.astype(np.int64), law.members[set_idx, slot].astype(np.int64)
+
+
+def _incidence(rows: np.ndarray, num_rows: int):
+    import scipy.sparse as sp
+
+    E = rows.size
+    return sp.csr_matrix((np.ones(E), (rows, np.arange(E))), shape=(num_rows, E))
+
+
+def _solve(problem, lp_solver: str, solver_name: str):
+    import cvxpy as cp
+
+    key = lp_solver.lower()
+    if key not in LP_SOLVERS:
+        raise SolverError(f"unknown LP solver {lp_solver!r}; choose one of: {', '.join(LP_SOLVERS)}")
+    try:
+        with silence_stdout_fd():
+            problem.solve(solver=getattr(cp, LP_SOLVERS[key]), verbose=False)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"{solver_name} ({key}) failed: {exc}; try --lp-solver "
+                          f"{'clarabel' if key == 'highs' else 'highs'} or --solver chain") from None
+    if problem.status != cp.OPTIMAL:
+        raise SolverError(
+            f"{solver_name} ({key}) ended with status {problem.status!r}, not optimal; the value is not "
+            f"trusted. Try --lp-solver {'clarabel' if key == 'highs' else 'highs'} or --solver chain"
+        )
+
+
+def set_objective(p: np.ndarray, law: DraftSetLaw, in_set: np.ndarray) -> float:
+    """Exact ``1 - p(A) + P(X hits A)`` for a boolean token mask ``A`` under ``law``."""
+    members = law.members
+    hit = np.any(np.where(members >= 0, in_set[np.maximum(members, 0)], False), axis=1)
+    return 1.0 - float(p[in_set].sum()) + float(law.prob[hit].sum())
+
+
+def _best_threshold_set(p: np.ndarray, law: DraftSetLaw, v: np.ndarray) -> np.ndarray:
+    # A = {y : v_y < theta}; an integral vertex gives the cut at once, a fractional
+    # dual needs the best threshold (some threshold is optimal for bipartite covers).
+    levels = np.unique(np.clip(v, 0.0, 1.0))
+    thresholds = np.concatenate(([0.0], (levels[:-1] + levels[1:]) / 2.0 if levels.size > 1 else [], [1.0 + 1e-9]))
+    best, best_mask = math.inf, np.zeros(p.size, dtype=bool)
+    for theta in thresholds:
+        mask = v < theta
+        val = set_objective(p, law, mask)
+        if val < best - 1e-15:
+            best, best_mask = val, mask
+    return np.flatnonzero(best_mask).astype(np.int64)
+
+
+def primal_lp(p: np.ndarray, q: np.ndarray, n: int, sampler: DraftSampler, *, lp_solver: str = "highs",
+              max_variables: int = MAX_LP_VARIABLES) -> OptimalAcceptance:
+    """α* from the primal flow LP; returns the value, the plan and a minimising set."""
+    import cvxpy as cp
+
+    law = _set_law(sampler, q, n, "primal-lp", max_variables)
+    edge_set, edge_token = _edges(law)
+    x = cp.Variable(edge_set.size, nonneg=True)
+    per_set = _incidence(edge_set, law.num_sets) @ x <= law.prob
+    per_token = _incidence(edge_token, p.size) @ x <= p
+    problem = cp.Problem(cp.Maximize(cp.sum(x)), [per_set, per_token])
+    _solve(problem, lp_solver, "primal-lp")
+    flow = np.clip(np.asarray(x.value, dtype=np.float64), 0.0, None)
+    v = np.asarray(per_token.dual_value, dtype=np.float64).reshape(-1)
+    plan = TransportPlan(law.members, law.prob, edge_set, edge_token, flow)
+    return OptimalAcceptance(
+        value=min(max(float(problem.value), 0.0), 1.0), token_set=_best_threshold_set(p, law, v),
+        sampler=sampler.name, solver="primal-lp", n=n, plan=plan,
+    )
+
+
+def dual_lp(p: np.ndarray, q: np.ndarray, n: int, sampler: DraftSampler, *, lp_solver: str = "highs",
+            max_variables: int = MAX_LP_VARIABLES) -> OptimalAcceptance:
+    """α* from the dual (fractional min-cut) LP; returns the value and the set read off ``v``."""
+    import cvxpy as cp
+
+    law = _set_law(sampler, q, n, "dual-lp", max_variables)
+    edge_set, edge_token = _edges(law)
+    u = cp.Variable(law.num_sets, nonneg=True)
+    v = cp.Variable(p.size, nonneg=True)
+    cover = _incidence(edge_set, law.num_sets).T @ u + _incidence(edge_token, p.size).T @ v >= 1
+    problem = cp.Problem(cp.Minimize(law.prob @ u + p @ v), [cover])
+    _solve(problem, lp_solver, "dual-lp")
+    token_set = _best_threshold_set(p, law, np.asarray(v.value, dtype=np.float64))
+    return OptimalAcceptance(
+        value=min(max(float(problem.value), 0.0), 1.0), token_set=token_set,
+        sampler=sampler.name, solver="dual-lp", n=n,
+    )

@@ -1,0 +1,1 @@
+"""The ``mdsd`` command-line interface (Typer). The library never depends on it."""

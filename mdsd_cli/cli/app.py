@@ -1,0 +1,72 @@
+"""The ``mdsd`` Typer application.
+
+Commands live in one module per group; this module wires them up and turns
+library errors into ``Error: <message>`` on stderr with exit code 1 (usage
+errors exit with 2, as click does).
+"""
+
+from __future__ import annotations
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import MdsdError
+from . import bound as bound_commands
+from .console import err_console
+
+
+# click's UsageError, whether typer vendors click or depends on it.
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class MdsdGroup(TyperGroup):
+    """Top-level group: library errors become one clean line, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MdsdError as exc:
+            err_console().print(f"Error: {exc}", markup=False)
+            raise typer.Exit(1) from None
+        except UsageError as exc:
+            exc.show()
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=MdsdGroup,
+    name="mdsd",
+    help="Multi-draft speculative decoding: optimal acceptance rates (α*), draft samplers and verifiers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"mdsd {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Show the version and exit."),
+) -> None:
+    """Multi-draft speculative decoding: optimal acceptance rates (α*), draft samplers and verifiers.
+
+    Data goes to stdout, progress and messages to stderr.
+    """
+
+
+app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
+app.command("generate", rich_help_panel="Data")(bound_commands.generate)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="mdsd")

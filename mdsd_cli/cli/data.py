@@ -1,0 +1,35 @@
+"""Where a command's pairs come from: a file (--data) or a synthetic family."""
+
+from __future__ import annotations
+
+from ..distributions import PairBatch, dirichlet_pairs, zipf_pairs
+from ..errors import InputError
+from ..io import load_pairs
+
+
+def resolve_pairs(*, data, synthetic, pairs: int, vocab: int, seed: int, concentration: float,
+                  exponent: float, noise: float, renormalize: bool) -> PairBatch:
+    """Pairs at temperature 1 from ``--data`` or ``--synthetic`` (exactly one)."""
+    if data is not None and synthetic is not None:
+        raise InputError("give either --data FILE or --synthetic FAMILY, not both")
+    if data is not None:
+        return load_pairs(data, renormalize=renormalize)
+    if synthetic is None:
+        raise InputError("no pairs given: pass --data FILE (.npz/.parquet) or --synthetic zipf|dirichlet")
+    family = synthetic.value if hasattr(synthetic, "value") else str(synthetic)
+    if family == "dirichlet":
+        return dirichlet_pairs(pairs, vocab, concentration=concentration, seed=seed)
+    return zipf_pairs(pairs, vocab, exponent=exponent, noise=noise, seed=seed)
+
+
+def synthetic_config(*, synthetic, pairs, vocab, seed, concentration, exponent, noise) -> dict:
+    """The synthetic spec as plain data for manifests."""
+    if synthetic is None:
+        return {}
+    family = synthetic.value if hasattr(synthetic, "value") else str(synthetic)
+    spec = {"family": family, "pairs": pairs, "vocab": vocab, "seed": seed}
+    if family == "dirichlet":
+        spec["concentration"] = concentration
+    else:
+        spec.update(exponent=exponent, noise=noise)
+    return spec

@@ -1,0 +1,98 @@
+"""Option types shared by the commands, declared once."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DATA_PANEL = "Data"
+SYNTHETIC_PANEL = "Synthetic data"
+COMPUTE_PANEL = "Computation"
+OUTPUT_PANEL = "Output"
+
+
+class SamplerChoice(str, Enum):
+    iid = "iid"
+    wor = "wor"
+    greedy = "greedy"
+    hub = "hub"
+    all = "all"
+
+
+class SolverChoice(str, Enum):
+    chain = "chain"
+    primal_lp = "primal-lp"
+    dual_lp = "dual-lp"
+    subsets = "subsets"
+
+
+class LPSolverChoice(str, Enum):
+    highs = "highs"
+    clarabel = "clarabel"
+
+
+class FamilyChoice(str, Enum):
+    zipf = "zipf"
+    dirichlet = "dirichlet"
+
+
+class FormatChoice(str, Enum):
+    csv = "csv"
+    parquet = "parquet"
+    json = "json"
+    table = "table"
+
+
+DataOpt = Annotated[Path | None, typer.Option(
+    "--data", "-d", help="Pairs file (.npz or .parquet) with target/draft probabilities or logits.",
+    rich_help_panel=DATA_PANEL, dir_okay=False)]
+RenormalizeOpt = Annotated[bool, typer.Option(
+    "--renormalize", help="Rescale rows that do not sum to 1 (within 1e-6) instead of refusing them.",
+    rich_help_panel=DATA_PANEL)]
+TemperatureOpt = Annotated[list[float] | None, typer.Option(
+    "--temperature", "-t", min=0.0, help="Temperature(s) applied to the pairs (0 = greedy one-hot). "
+    "Repeat for several. (default: 1)", rich_help_panel=DATA_PANEL)]
+
+SyntheticOpt = Annotated[FamilyChoice | None, typer.Option(
+    "--synthetic", help="Generate pairs instead of reading --data.", rich_help_panel=SYNTHETIC_PANEL)]
+PairsOpt = Annotated[int, typer.Option("--pairs", min=1, help="Number of synthetic pairs.",
+                                       rich_help_panel=SYNTHETIC_PANEL)]
+VocabOpt = Annotated[int, typer.Option("--vocab", "-V", min=1, help="Vocabulary size V.",
+                                       rich_help_panel=SYNTHETIC_PANEL)]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Random seed.", rich_help_panel=SYNTHETIC_PANEL)]
+ConcentrationOpt = Annotated[float, typer.Option(
+    "--concentration", help="Dirichlet concentration (dirichlet family).",
+    rich_help_panel=SYNTHETIC_PANEL)]
+ExponentOpt = Annotated[float, typer.Option(
+    "--exponent", help="Zipf exponent of the target logits (zipf family).",
+    rich_help_panel=SYNTHETIC_PANEL)]
+NoiseOpt = Annotated[float, typer.Option(
+    "--noise", min=0.0, help="Std of the Gaussian noise added to the draft logits (zipf family).",
+    rich_help_panel=SYNTHETIC_PANEL)]
+
+SamplerOpt = Annotated[list[SamplerChoice] | None, typer.Option(
+    "--sampler", "-s", help="Draft sampler(s); repeat or use 'all'. (default: iid)",
+    rich_help_panel=COMPUTE_PANEL)]
+DraftsOpt = Annotated[list[int] | None, typer.Option(
+    "--drafts", "-n", min=1, help="Number(s) of drafts; repeat for several. (default: 2)",
+    rich_help_panel=COMPUTE_PANEL)]
+SolverOpt = Annotated[list[SolverChoice] | None, typer.Option(
+    "--solver", help="Solver(s) for α*: chain (exact, fast), primal-lp, dual-lp, subsets (V <= 20). "
+    "(default: chain)", rich_help_panel=COMPUTE_PANEL)]
+LPSolverOpt = Annotated[LPSolverChoice, typer.Option(
+    "--lp-solver", help="LP back-end for primal-lp/dual-lp.", rich_help_panel=COMPUTE_PANEL)]
+MaxLPOpt = Annotated[int, typer.Option(
+    "--max-lp-variables", min=1, help="Refuse LPs with more variables than this.",
+    rich_help_panel=COMPUTE_PANEL)]
+
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", "-o", help="Write the table to this file (.csv or .parquet) instead of stdout.",
+    rich_help_panel=OUTPUT_PANEL, dir_okay=False)]
+FormatOpt = Annotated[FormatChoice | None, typer.Option(
+    "--format", "-f", help="Table format (default: from --out's extension, else csv). "
+    "'table' is aligned text for reading; parquet needs --out.", rich_help_panel=OUTPUT_PANEL)]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No progress bar or summary on stderr.", rich_help_panel=OUTPUT_PANEL)]

@@ -1,0 +1,379 @@
+"""Target/draft distribution pairs: validation, temperature, synthetic families.
+
+A *pair* is a target distribution ``p`` (the large model's next-token law) and a
+draft distribution ``q`` (the small model's) over the same vocabulary of ``V``
+tokens. Pairs come one at a time as ``[V]`` vectors or in batches ``[N, V]``.
+Everything is computed in float64; float16 and float32 inputs are accepted.
+
+Temperature ``T`` turns logits ``l`` into ``softmax(l / T)``; for probability
+vectors it is applied as ``p_i^(1/T)`` renormalised (the same thing with
+``l = log p``). ``T = 0`` means greedy decoding: a one-hot vector on the arg max,
+ties going to the lowest token index (the limit ``T -> 0`` would split the mass
+evenly between tied maxima; we follow what greedy decoding does instead).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .errors import InputError, SizeLimitError
+
+#: Rows must sum to 1 within this tolerance unless ``renormalize=True``.
+SUM_TOLERANCE = 1e-6
+
+
+def check_probabilities(
+    x, *, name: str = "distribution", renormalize: bool = False, atol: float = SUM_TOLERANCE
+) -> np.ndarray:
+    """Validate probability vectors and return them as a float64 ``[N, V]`` array.
+
+    Parameters
+    ----------
+    x : array_like, shape ``[V]`` or ``[N, V]``
+        Probabilities, one distribution per row.
+    name : str
+        What the array is (``"target"``, ``"draft"``), used in error messages.
+    renormalize : bool
+        Rescale rows whose sum is off by more than ``atol`` instead of refusing them.
+    atol : float
+        Tolerance on ``|sum - 1|``.
+
+    Raises
+    ------
+    InputError
+        Non-numeric dtype, wrong number of dimensions, empty vocabulary, NaN or
+        infinite entries, negative entries, a row summing to zero, or a row sum
+        off by more than ``atol`` without ``renormalize``.
+    """
+    arr = _as_float_matrix(x, name=name)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        raise InputError(
+            f"{name} row {row} has a non-finite value ({arr[row, col]}) at token {col}; "
+            "probabilities must be finite numbers"
+        )
+    neg = arr < 0
+    if neg.any():
+        row, col = (int(i) for i in np.argwhere(neg)[0])
+        raise InputError(
+            f"{name} row {row} has a negative entry ({arr[row, col]:.3g}) at token {col}; "
+            "probabilities must be >= 0"
+        )
+    sums = arr.sum(axis=1)
+    zero = sums <= 0
+    if zero.any():
+        raise InputError(f"{name} row {int(np.argmax(zero))} sums to 0; a distribution needs positive mass")
+    off = np.abs(sums - 1.0) > atol
+    if off.any():
+        if not renormalize:
+            row = int(np.argmax(off))
+            raise InputError(
+                f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
+                "pass --renormalize to rescale"
+            )
+    if renormalize or off.any():
+        arr = arr / sums[:, None]
+    return arr
+
+
+def check_pair(p, q, *, renormalize: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Validate a target/draft pair.
+
+    Returns ``(P, Q, batched)`` with ``P`` and ``Q`` float64 ``[N, V]`` arrays and
+    ``batched`` telling whether the inputs were ``[N, V]`` (else ``[V]``).
+    """
+    p_arr = np.asarray(p)
+    q_arr = np.asarray(q)
+    if p_arr.ndim != q_arr.ndim:
+        raise InputError(
+            f"target has shape {p_arr.shape} but draft has shape {q_arr.shape}; "
+            "give both as [V] or both as [N, V]"
+        )
+    P = check_probabilities(p_arr, name="target", renormalize=renormalize)
+    Q = check_probabilities(q_arr, name="draft", renormalize=renormalize)
+    if P.shape != Q.shape:
+        raise InputError(
+            f"target has shape {tuple(p_arr.shape)} but draft has shape {tuple(q_arr.shape)}; "
+            "p and q need the same number of pairs and the same vocabulary size V"
+        )
+    return P, Q, p_arr.ndim == 2
+
+
+def check_drafts(n) -> int:
+    """Validate a number of drafts ``n`` (an integer >= 1)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise InputError(f"number of drafts must be an integer, got {n!r}")
+    if n < 1:
+        raise InputError(f"number of drafts must be >= 1, got {n}")
+    return int(n)
+
+
+def check_temperature(temperature) -> float:
+    """Validate a temperature: a finite number >= 0 (0 means greedy, one-hot)."""
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise InputError(f"temperature must be a number, got {temperature!r}") from None
+    if not math.isfinite(t) or t < 0:
+        raise InputError(f"temperature must be finite and >= 0 (0 = greedy), got {temperature!r}")
+    return t
+
+
+def _as_float_matrix(x, *, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ) or np.issubdtype(arr.dtype, np.bool_):
+        raise InputError(f"{name} has dtype {arr.dtype}; expected a floating-point array")
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise InputError(f"{name} has {arr.ndim} dimensions; expected [V] or [N, V]")
+    if arr.shape[1] == 0 or arr.shape[0] == 0:
+        raise InputError(f"{name} has shape {arr.shape}; need at least one pair and one token")
+    return arr.astype(np.float64, copy=False)
+
+
+def _one_hot_argmax(x: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(x, dtype=np.float64)
+    out[np.arange(x.shape[0]), np.argmax(x, axis=1)] = 1.0
+    return out
+
+
+def softmax(logits, temperature: float = 1.0) -> np.ndarray:
+    """Probabilities ``softmax(logits / T)`` in float64, row-wise.
+
+    .. math:: p_i = \\frac{e^{l_i / T}}{\\sum_j e^{l_j / T}}
+
+    ``-inf`` logits give probability 0. ``T = 0`` gives the one-hot vector on the
+    arg max (lowest index among ties). Returns ``[N, V]`` (a ``[V]`` input is
+    treated as one row).
+
+    Raises
+    ------
+    InputError
+        NaN or ``+inf`` logits, a row of only ``-inf``, or an invalid temperature.
+    """
+    t = check_temperature(temperature)
+    arr = _as_float_matrix(logits, name="logits")
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        row = int(np.argwhere(np.isnan(arr) | np.isposinf(arr))[0, 0])
+        raise InputError(f"logits row {row} contains NaN or +inf; logits must be finite or -inf")
+    top = arr.max(axis=1, keepdims=True)
+    if np.isneginf(top).any():
+        raise InputError(f"logits row {int(np.argmax(np.isneginf(top)))} is all -inf; nothing to sample")
+    if t == 0:
+        return _one_hot_argmax(arr)
+    z = np.exp((arr - top) / t)
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def apply_temperature(probs, temperature: float) -> np.ndarray:
+    """Re-temper probability rows: ``p_i^(1/T)`` renormalised (``T = 1`` is a no-op).
+
+    Zero probabilities stay zero; ``T = 0`` gives the one-hot arg max.
+    """
+    t = check_temperature(temperature)
+    arr = _as_float_matrix(probs, name="probabilities")
+    if t == 1.0:
+        return arr
+    with np.errstate(divide="ignore"):
+        return softmax(np.log(arr), t)
+
+
+def check_allocation(num_pairs: int, vocab_size: int, *, arrays: int = 4) -> None:
+    """Refuse to allocate ``arrays`` float64 ``[num_pairs, vocab_size]`` arrays if they
+    would not fit in physical memory."""
+    need = float(num_pairs) * float(vocab_size) * 8.0 * arrays
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return
+    if need > 0.8 * total:
+        raise SizeLimitError(
+            f"{num_pairs} pairs x V={vocab_size} would need about {need / 2**30:.1f} GiB "
+            f"(this machine has {total / 2**30:.1f} GiB); use fewer pairs or a smaller vocabulary"
+        )
+
+
+@dataclass(frozen=True)
+class PairBatch:
+    """A batch of target/draft pairs over one vocabulary.
+
+    Attributes
+    ----------
+    target, draft : ndarray, float64 ``[N, V]``
+        Probabilities at ``temperature``.
+    target_logits, draft_logits : ndarray or None
+        Logits the probabilities came from, kept so that any temperature can be
+        applied later.
+    temperature : float
+        Temperature at which ``target`` and ``draft`` are given.
+    source : str
+        Where the pairs came from (a file path or a synthetic spec).
+    metadata : dict
+        Free-form provenance (generator parameters, model names...).
+    labels : dict of str to ndarray ``[N]``
+        Per-pair columns carried along (prompt id, position...).
+    """
+
+    target: np.ndarray
+    draft: np.ndarray
+    target_logits: np.ndarray | None = None
+    draft_logits: np.ndarray | None = None
+    temperature: float = 1.0
+    source: str = ""
+    metadata: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.target.shape[0])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target.shape[1])
+
+    def at_temperature(self, temperature: float) -> PairBatch:
+        """The same pairs at another temperature (from the logits when present).
+
+        Without logits the stored probabilities are taken as temperature 1.
+        """
+        t = check_temperature(temperature)
+        if self.target_logits is not None and self.draft_logits is not None:
+            return replace(
+                self,
+                target=softmax(self.target_logits, t),
+                draft=softmax(self.draft_logits, t),
+                temperature=t,
+            )
+        if self.temperature != 1.0:
+            raise InputError("pairs without logits can only be re-tempered from temperature 1")
+        return replace(
+            self,
+            target=apply_temperature(self.target, t),
+            draft=apply_temperature(self.draft, t),
+            temperature=t,
+        )
+
+    def select(self, rows) -> PairBatch:
+        """A sub-batch with the given row indices."""
+        pick = lambda a: None if a is None else a[rows]  # noqa: E731
+        return replace(
+            self,
+            target=self.target[rows],
+            draft=self.draft[rows],
+            target_logits=pick(self.target_logits),
+            draft_logits=pick(self.draft_logits),
+            labels={k: v[rows] for k, v in self.labels.items()},
+        )
+
+
+def pairs_from_probabilities(target, draft, *, renormalize: bool = False, source: str = "",
+                             metadata: dict | None = None) -> PairBatch:
+    """Validate probability arrays and wrap them as a :class:`PairBatch`."""
+    P, Q, _ = check_pair(target, draft, renormalize=renormalize)
+    return PairBatch(target=P, draft=Q, source=source, metadata=dict(metadata or {}))
+
+
+def pairs_from_logits(target_logits, draft_logits, *, temperature: float = 1.0, source: str = "",
+                      metadata: dict | None = None) -> PairBatch:
+    """Validate logit arrays and wrap them as a :class:`PairBatch` at ``temperature``."""
+    tl = _as_float_matrix(target_logits, name="target_logits")
+    dl = _as_float_matrix(draft_logits, name="draft_logits")
+    if tl.shape != dl.shape:
+        raise InputError(
+            f"target_logits has shape {tl.shape} but draft_logits has shape {dl.shape}; "
+            "they need the same number of pairs and the same vocabulary size V"
+        )
+    t = check_temperature(temperature)
+    return PairBatch(
+        target=softmax(tl, t), draft=softmax(dl, t), target_logits=tl, draft_logits=dl,
+        temperature=t, source=source, metadata=dict(metadata or {}),
+    )
+
+
+def _check_synthetic_size(num_pairs: int, vocab_size: int) -> None:
+    if num_pairs < 1:
+        raise InputError(f"number of pairs must be >= 1, got {num_pairs}")
+    if vocab_size < 1:
+        raise InputError(f"vocabulary size must be >= 1, got {vocab_size}")
+    check_allocation(num_pairs, vocab_size, arrays=6)
+
+
+def _row_generators(seed: int, num_pairs: int) -> list[np.random.Generator]:
+    # One independent stream per pair: pair i is the same whatever num_pairs is.
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(num_pairs)]
+
+
+def dirichlet_pairs(num_pairs: int, vocab_size: int, *, concentration: float = 1.0,
+                    seed: int = 0) -> PairBatch:
+    """Independent Dirichlet target and draft vectors.
+
+    ``p ~ Dir(c 1_V)`` and ``q ~ Dir(c 1_V)`` independently for every pair;
+    small ``c`` gives peaked vectors, large ``c`` nearly uniform ones. Pair ``i``
+    depends only on ``seed`` and ``i``.
+    """
+    _check_synthetic_size(num_pairs, vocab_size)
+    if not (concentration > 0 and math.isfinite(concentration)):
+        raise InputError(f"Dirichlet concentration must be > 0, got {concentration}")
+    p = np.empty((num_pairs, vocab_size))
+    q = np.empty((num_pairs, vocab_size))
+    alpha = np.full(vocab_size, float(concentration))
+    for i, rng in enumerate(_row_generators(seed, num_pairs)):
+        p[i] = _dirichlet(rng, alpha)
+        q[i] = _dirichlet(rng, alpha)
+    return PairBatch(
+        target=p, draft=q, source=f"dirichlet(pairs={num_pairs}, vocab={vocab_size}, "
+        f"concentration={concentration:g}, seed={seed})",
+        metadata={"family": "dirichlet", "pairs": num_pairs, "vocab": vocab_size,
+                  "concentration": concentration, "seed": seed},
+    )
+
+
+def _dirichlet(rng: np.random.Generator, alpha: np.ndarray) -> np.ndarray:
+    g = rng.standard_gamma(alpha)
+    s = g.sum()
+    if s <= 0:  # all gammas underflowed (tiny concentration): fall back to a one-hot draw
+        g = np.zeros_like(alpha)
+        g[rng.integers(alpha.size)] = 1.0
+        s = 1.0
+    return g / s
+
+
+def zipf_pairs(num_pairs: int, vocab_size: int, *, exponent: float = 1.0, noise: float = 1.0,
+               temperature: float = 1.0, seed: int = 0) -> PairBatch:
+    """Perturbed Zipf logits: a language-model-like target and a noisy draft.
+
+    Target logits are Zipf-shaped over a random ranking of the vocabulary,
+    ``l_i = -s log(rank_i)`` (ranks 1..V), and the draft logits are
+    ``l_i + noise * N(0, 1)``; both become probabilities through
+    ``softmax(l / T)``. The logits are kept, so the batch can be re-tempered.
+    """
+    _check_synthetic_size(num_pairs, vocab_size)
+    if not (exponent > 0 and math.isfinite(exponent)):
+        raise InputError(f"Zipf exponent must be > 0, got {exponent}")
+    if not (noise >= 0 and math.isfinite(noise)):
+        raise InputError(f"draft noise scale must be >= 0, got {noise}")
+    base = -float(exponent) * np.log(np.arange(1, vocab_size + 1, dtype=np.float64))
+    tl = np.empty((num_pairs, vocab_size))
+    dl = np.empty((num_pairs, vocab_size))
+    for i, rng in enumerate(_row_generators(seed, num_pairs)):
+        tl[i] = base[rng.permutation(vocab_size)]
+        dl[i] = tl[i] + noise * rng.standard_normal(vocab_size)
+    return pairs_from_logits(
+        tl, dl, temperature=temperature,
+        source=f"zipf(pairs={num_pairs}, vocab={vocab_size}, exponent={exponent:g}, "
+        f"noise={noise:g}, seed={seed})",
+        metadata={"family": "zipf", "pairs": num_pairs, "vocab": vocab_size,
+                  "exponent": exponent, "noise": noise, "seed": seed},
+    )
+
+
+#: Synthetic families by CLI name.
+SYNTHETIC_FAMILIES = {"dirichlet": dirichlet_pairs, "zipf": zipf_pairs}

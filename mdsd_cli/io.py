@@ -1,0 +1,348 @@
+"""Reading and writing pairs and tables, atomically.
+
+Pair files
+----------
+``.npz``
+    Arrays ``target`` and ``draft`` (probabilities, ``[V]`` or ``[N, V]``), or
+    ``target_logits`` and ``draft_logits`` (turned into probabilities at the
+    requested temperature). An optional ``metadata`` array holds a JSON string.
+``.parquet``
+    One row per pair with list columns ``target`` and ``draft`` (or
+    ``target_logits`` and ``draft_logits``); other columns are kept as per-pair
+    labels; the file's key-value metadata ``mdsd`` holds a JSON string.
+
+Every write goes to a temporary file in the destination directory and is
+renamed into place only when complete, so a failure never leaves a partial
+file and never touches an existing one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .distributions import PairBatch, check_temperature, pairs_from_logits, pairs_from_probabilities
+from .errors import DataFileError, InputError, OutputError
+
+PAIR_SUFFIXES = (".npz", ".parquet", ".pq")
+TABLE_FORMATS = ("csv", "parquet")
+
+
+# --- output paths -------------------------------------------------------------------------
+
+def check_output_path(path) -> Path:
+    """Fail early (before any work) if ``path`` cannot be written."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.exists():
+        raise OutputError(f"cannot write {out}: directory {parent} does not exist; create it first")
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {out}: {parent} is not a directory")
+    if out.exists() and out.is_dir():
+        raise OutputError(f"cannot write {out}: it is a directory; give a file name")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise OutputError(f"cannot write {out}: the file is read-only; choose another path or fix its permissions")
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"cannot write {out}: directory {parent} is not writable")
+    return out
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    """
+    out = check_output_path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent if str(out.parent) else ".")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        if out.exists():  # keep the permissions of the file we replace
+            os.chmod(tmp, out.stat().st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+# --- manifests ----------------------------------------------------------------------------
+
+def git_commit() -> str | None:
+    """The git commit of the mdsd source tree, if it is a checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of mdsd and the libraries whose numbers it reports."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for name in ("mdsd", "numpy", "scipy", "cvxpy", "highspy", "clarabel", "pandas", "pyarrow", "numba"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def build_manifest(command: str, config: dict, **extra) -> dict:
+    """Provenance of an output: command, config, versions, git commit, host, time."""
+    return {
+        "command": command,
+        "config": config,
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+# --- tables -------------------------------------------------------------------------------
+
+def table_format(path, fmt: str | None = None) -> str:
+    """``csv`` or ``parquet``, from ``fmt`` or else the file extension."""
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in TABLE_FORMATS:
+            raise InputError(f"unknown table format {fmt!r}; choose csv or parquet")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".csv", ".txt", ""):
+        return "csv"
+    raise InputError(f"cannot tell the table format of {path} from its extension; pass --format csv|parquet")
+
+
+def write_table(df, path, *, fmt: str | None = None, manifest: dict | None = None) -> Path:
+    """Write a pandas DataFrame as CSV or Parquet, atomically.
+
+    The manifest goes into the Parquet key-value metadata (key ``mdsd``) or, for
+    CSV, into ``<path>.manifest.json`` next to it.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind = table_format(path, fmt)
+    out = check_output_path(path)
+    if kind == "parquet":
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if manifest is not None:
+            meta = dict(table.schema.metadata or {})
+            meta[b"mdsd"] = json.dumps(manifest).encode()
+            table = table.replace_schema_metadata(meta)
+        with atomic_path(out) as tmp:
+            pq.write_table(table, tmp)
+    else:
+        with atomic_path(out) as tmp:
+            df.to_csv(tmp, index=False, float_format="%.12g")
+        if manifest is not None:
+            atomic_write_text(f"{out}.manifest.json", json.dumps(manifest, indent=2) + "\n")
+    return out
+
+
+# --- pair files ---------------------------------------------------------------------------
+
+def _pair_kind(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return "npz"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise DataFileError(f"unsupported pair file type {suffix or '(none)'!r} for {path}; use .npz or .parquet")
+
+
+def load_pairs(path, *, temperature: float = 1.0, renormalize: bool = False) -> PairBatch:
+    """Read target/draft pairs from ``.npz`` or ``.parquet`` at ``temperature``.
+
+    Logits are turned into ``softmax(l / T)``; stored probabilities are
+    re-tempered as ``p^(1/T)`` renormalised (a no-op at ``T = 1``).
+
+    Raises
+    ------
+    DataFileError
+        Missing, unreadable or malformed file, or one without the expected arrays.
+    InputError
+        Invalid probabilities (see :func:`~mdsd_cli.distributions.check_probabilities`).
+    """
+    src = Path(path)
+    t = check_temperature(temperature)
+    if not src.exists():
+        raise DataFileError(f"data file {src} not found")
+    if src.is_dir():
+        raise DataFileError(f"data file {src} is a directory; give a .npz or .parquet file")
+    kind = _pair_kind(src)
+    arrays, metadata, labels = _read_npz(src) if kind == "npz" else _read_parquet(src)
+    if "target_logits" in arrays and "draft_logits" in arrays:
+        pairs = pairs_from_logits(arrays["target_logits"], arrays["draft_logits"], temperature=t,
+                                  source=str(src), metadata=metadata)
+    else:
+        pairs = pairs_from_probabilities(arrays["target"], arrays["draft"], renormalize=renormalize,
+                                         source=str(src), metadata=metadata)
+        if t != 1.0:
+            pairs = pairs.at_temperature(t)
+    if labels:
+        from dataclasses import replace
+
+        pairs = replace(pairs, labels=labels)
+    return pairs
+
+
+_EXPECTED = "'target' and 'draft' (probabilities) or 'target_logits' and 'draft_logits'"
+
+
+def _pick(names, src) -> tuple[str, str]:
+    if "target_logits" in names and "draft_logits" in names:
+        return "target_logits", "draft_logits"
+    if "target" in names and "draft" in names:
+        return "target", "draft"
+    raise DataFileError(f"{src} has {sorted(names) or 'no arrays'}; expected {_EXPECTED}")
+
+
+def _read_npz(src: Path):
+    try:
+        with np.load(src, allow_pickle=False) as data:
+            a, b = _pick(set(data.files), src)
+            arrays = {a: data[a], b: data[b]}
+            meta = {}
+            if "metadata" in data.files:
+                with contextlib.suppress(ValueError, TypeError):
+                    meta = json.loads(str(data["metadata"]))
+    except DataFileError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise DataFileError(f"{src} holds object arrays; save numeric arrays (no pickles)") from None
+        raise DataFileError(f"{src} is not a readable .npz file ({exc})") from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        raise DataFileError(f"{src} is not a readable .npz file ({exc})") from None
+    return arrays, meta, {}
+
+
+def _list_column_to_matrix(column, name: str, src: Path) -> np.ndarray:
+    import pyarrow as pa
+
+    col = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)
+            or pa.types.is_fixed_size_list(col.type)):
+        raise DataFileError(f"{src}: column {name!r} has type {col.type}; expected a list of floats per pair")
+    if col.null_count:
+        raise DataFileError(f"{src}: column {name!r} has {col.null_count} missing rows")
+    value_type = col.type.value_type
+    if not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
+        raise DataFileError(f"{src}: column {name!r} holds {value_type}, not numbers")
+    lengths = np.asarray(col.value_lengths()) if len(col) else np.zeros(0, dtype=int)
+    if lengths.size == 0:
+        raise DataFileError(f"{src} has no rows")
+    if (lengths != lengths[0]).any():
+        row = int(np.argmax(lengths != lengths[0]))
+        raise DataFileError(
+            f"{src}: column {name!r} row {row} has {lengths[row]} entries but row 0 has {lengths[0]}; "
+            "every pair needs the same vocabulary size"
+        )
+    values = col.flatten().to_numpy(zero_copy_only=False)
+    return values.reshape(len(col), int(lengths[0]))
+
+
+def _read_parquet(src: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(src)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"{src} is not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+    a, b = _pick(set(table.column_names), src)
+    arrays = {a: _list_column_to_matrix(table.column(a), a, src),
+              b: _list_column_to_matrix(table.column(b), b, src)}
+    meta = {}
+    raw = (table.schema.metadata or {}).get(b"mdsd")
+    if raw:
+        with contextlib.suppress(ValueError):
+            meta = json.loads(raw)
+    labels = {}
+    for name in table.column_names:
+        if name in ("target", "draft", "target_logits", "draft_logits"):
+            continue
+        col = table.column(name)
+        if pa.types.is_nested(col.type):
+            continue
+        labels[name] = col.to_numpy(zero_copy_only=False)
+    return arrays, meta, labels
+
+
+def save_pairs(pairs: PairBatch, path) -> Path:
+    """Write pairs to ``.npz`` or ``.parquet`` atomically.
+
+    Logits are saved when the batch has them (so any temperature can be applied
+    on reading), else probabilities.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = check_output_path(path)
+    kind = _pair_kind(out)
+    if pairs.target_logits is not None and pairs.draft_logits is not None:
+        arrays = {"target_logits": pairs.target_logits, "draft_logits": pairs.draft_logits}
+    else:
+        arrays = {"target": pairs.target, "draft": pairs.draft}
+    meta = {"source": pairs.source, **pairs.metadata}
+    if kind == "npz":
+        with atomic_path(out) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays, metadata=np.array(json.dumps(meta)))
+        return out
+    V = pairs.vocab_size
+    columns = {"pair": pa.array(np.arange(pairs.num_pairs))}
+    for name, arr in arrays.items():
+        flat = pa.array(np.ascontiguousarray(arr).reshape(-1))
+        columns[name] = pa.FixedSizeListArray.from_arrays(flat, V)
+    for name, values in pairs.labels.items():
+        columns.setdefault(name, pa.array(values))
+    table = pa.table(columns).replace_schema_metadata({b"mdsd": json.dumps(meta).encode()})
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)
+    return out
+
+
+__all__ = [
+    "PAIR_SUFFIXES", "TABLE_FORMATS", "atomic_path", "atomic_write_text",
+    "build_manifest", "check_output_path", "load_pairs", "save_pairs", "table_format", "write_table",
+]

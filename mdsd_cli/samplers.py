@@ -1,0 +1,491 @@
+"""Draft samplers: how the n drafts of one step are drawn from the draft distribution q.
+
+Each sampler, registered under its CLI name in :data:`SAMPLERS`, can
+
+* sample draft tuples (:meth:`DraftSampler.sample`),
+* give ``P(X hits A_k)`` for every prefix ``A_k`` of a chain of nested token
+  sets in one vectorised pass (:meth:`DraftSampler.hit_probability_chain`),
+* order the tokens so that some prefix minimises the dual of the optimal
+  acceptance problem (:meth:`DraftSampler.chain_order`),
+* enumerate the exact law of the draft tuple for small V (:meth:`DraftSampler.tuple_law`).
+
+=========  ====================================================================
+``iid``    n independent draws from q (with replacement)
+``wor``    n draws without replacement (sequential, renormalised)
+``greedy`` the n-1 most probable tokens of q (ties by index) plus one draw from
+           q restricted to the other tokens
+``hub``    SpecHub (n = 2): a = argmax q, x1 ~ q, x2 = a if x1 != a else a draw
+           from q without a
+=========  ====================================================================
+
+When q has fewer than n tokens of positive mass, ``wor``, ``greedy`` and ``hub``
+return the whole support (fewer than n drafts). Ties in q are broken by token
+index everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._wor_kernel import wor_hit_chain
+from .distributions import check_drafts, check_probabilities
+from .errors import InputError, SizeLimitError
+
+#: Largest number of draft tuples :meth:`DraftSampler.tuple_law` will enumerate.
+MAX_TUPLES = 5_000_000
+
+
+def top_tokens(q: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` most probable tokens of ``q`` in decreasing order, ties by lower index.
+
+    ``O(V)`` via ``numpy.partition`` (plus sorting the ``k`` winners).
+    """
+    q = np.asarray(q, dtype=np.float64)
+    V = q.size
+    k = max(0, min(int(k), V))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k == V:
+        sel = np.arange(V)
+    else:
+        threshold = np.partition(q, V - k)[V - k]  # the k-th largest value
+        above = np.flatnonzero(q > threshold)
+        tied = np.flatnonzero(q == threshold)[: k - above.size]
+        sel = np.concatenate((above, tied))
+    return sel[np.lexsort((sel, -q[sel]))].astype(np.int64)
+
+
+def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Tokens sorted by ``p(i)/q(i)`` in decreasing order, along the last axis.
+
+    ``q(i) = 0 < p(i)`` counts as ``+inf``; ``p(i) = q(i) = 0`` goes last. Ties
+    are broken by token index (lowest first), so the order is canonical.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.where(q > 0, p / q, np.where(p > 0, np.inf, -1.0))
+    order = np.argsort(-key, axis=-1)
+    sorted_key = np.take_along_axis(key, order, axis=-1)
+    tie = sorted_key[..., 1:] == sorted_key[..., :-1]
+    if tie.any():  # make ties canonical: lower index first
+        if order.ndim == 1:
+            order = _sort_ties(order, sorted_key, tie)
+        else:
+            for r in np.flatnonzero(tie.any(axis=1)):
+                order[r] = _sort_ties(order[r], sorted_key[r], tie[r])
+    return order
+
+
+def _sort_ties(order, sorted_key, tie):
+    pos = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
+    sub = order[pos]
+    order = order.copy()
+    order[pos] = sub[np.lexsort((sub, -sorted_key[pos]))]
+    return order
+
+
+@dataclass(frozen=True)
+class DraftSetLaw:
+    """The exact law of the *set* of distinct drafts.
+
+    Attributes
+    ----------
+    members : ndarray int64 ``[M, k]``
+        One row per set with positive probability; tokens in increasing order,
+        padded with -1 (``iid`` sets can be smaller than n).
+    prob : ndarray float64 ``[M]``
+        Probability of each set; sums to 1.
+    """
+
+    members: np.ndarray
+    prob: np.ndarray
+
+    @property
+    def num_sets(self) -> int:
+        return int(self.prob.size)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of (set, token in set) pairs: the variables of the flow LP."""
+        return int(np.count_nonzero(self.members >= 0))
+
+
+def set_law_from_tuples(tuples: np.ndarray, prob: np.ndarray) -> DraftSetLaw:
+    """Merge a tuple law into the law of the set of distinct drafts."""
+    pad = np.iinfo(np.int64).max
+    rows = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
+    repeat = np.zeros(rows.shape, dtype=bool)
+    repeat[:, 1:] = rows[:, 1:] == rows[:, :-1]
+    rows = np.sort(np.where(repeat, pad, rows), axis=1)  # repeats move to the end
+    keys, inverse = np.unique(rows, axis=0, return_inverse=True)
+    merged = np.bincount(inverse.ravel(), weights=prob, minlength=keys.shape[0])
+    keep = merged > 0
+    keys = np.where(keys == pad, -1, keys[:, :])[keep]
+    width = int(np.count_nonzero(keys >= 0, axis=1).max()) if keys.size else 0
+    return DraftSetLaw(members=keys[:, :width], prob=merged[keep])
+
+
+class DraftSampler:
+    """Base class of the draft samplers; subclasses implement the law."""
+
+    name: str = ""
+    description: str = ""
+    #: If set, the only number of drafts the sampler is defined for.
+    fixed_n: int | None = None
+
+    def check_n(self, n) -> int:
+        n = check_drafts(n)
+        if self.fixed_n is not None and n != self.fixed_n:
+            raise InputError(
+                f"{self.name} drafts are defined for n = {self.fixed_n} only, got n = {n}"
+            )
+        return n
+
+    # --- laws -------------------------------------------------------------------------
+    def num_drafts(self, q: np.ndarray, n: int) -> int:
+        """How many drafts a tuple has for this ``q`` (n, or the support size if smaller)."""
+        return min(n, int(np.count_nonzero(q > 0)))
+
+    def sample(self, q: np.ndarray, n: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` draft tuples as an int64 array ``[size, num_drafts]``."""
+        raise NotImplementedError
+
+    def hit_probability_chain(self, q: np.ndarray, n: int, order: np.ndarray) -> np.ndarray:
+        """``H[k] = P(X hits {order[0..k-1]})`` for ``k = 0..V`` (one ``q`` row)."""
+        raise NotImplementedError
+
+    def chain_order(self, p: np.ndarray, q: np.ndarray, n: int) -> np.ndarray:
+        """An order of the tokens some prefix of which minimises ``1 - p(A) + P(X hits A)``."""
+        return ratio_order(p, q)
+
+    def tuple_law(self, q: np.ndarray, n: int, *, max_tuples: int = MAX_TUPLES):
+        """Exact law of the draft tuple: ``(tuples [M, k] int64, prob [M])``."""
+        raise NotImplementedError
+
+    def set_law(self, q: np.ndarray, n: int, *, max_tuples: int = MAX_TUPLES) -> DraftSetLaw:
+        """Exact law of the set of distinct drafts (tuples merged)."""
+        tuples, prob = self.tuple_law(q, n, max_tuples=max_tuples)
+        return set_law_from_tuples(tuples, prob)
+
+    def estimate_tuples(self, q: np.ndarray, n: int) -> int:
+        """Number of draft tuples :meth:`tuple_law` would enumerate."""
+        raise NotImplementedError
+
+    def _check_enumerable(self, q, n, max_tuples):
+        count = self.estimate_tuples(q, n)
+        if count > max_tuples:
+            raise SizeLimitError(
+                f"the exact {self.name} draft law for V={q.size}, n={n} has {count:,} tuples "
+                f"(limit {max_tuples:,}); use the chain solver (--solver chain), which needs no enumeration"
+            )
+
+
+def _cdf_draw(q: np.ndarray, u: np.ndarray) -> np.ndarray:
+    cdf = np.cumsum(q)
+    idx = np.searchsorted(cdf, u * cdf[-1], side="right")
+    return np.minimum(idx, q.size - 1)
+
+
+class IIDSampler(DraftSampler):
+    name = "iid"
+    description = "n independent draws from q (with replacement)"
+
+    def num_drafts(self, q, n):
+        return n
+
+    def sample(self, q, n, rng, size):
+        return _cdf_draw(q, rng.random((size, n))).astype(np.int64)
+
+    def hit_probability_chain(self, q, n, order):
+        Q = np.concatenate(([0.0], np.cumsum(q[order])))
+        Q = np.clip(Q, 0.0, 1.0)
+        # 1 - (1 - Q)^n without cancellation for small Q
+        with np.errstate(divide="ignore"):
+            return -np.expm1(n * np.log1p(-Q))
+
+    def estimate_tuples(self, q, n):
+        return int(np.count_nonzero(q > 0)) ** n
+
+    def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        self._check_enumerable(q, n, max_tuples)
+        support = np.flatnonzero(q > 0)
+        grids = np.meshgrid(*([support] * n), indexing="ij")
+        tuples = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+        return tuples, np.prod(q[tuples], axis=1)
+
+    def set_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        # Multisets instead of tuples (n! fewer): P = n!/prod(c!) prod q^c.
+        support = np.flatnonzero(q > 0)
+        count = math.comb(support.size + n - 1, n)
+        if count > max_tuples:
+            self._check_enumerable(q, n, max_tuples)
+        multisets = np.array(list(itertools.combinations_with_replacement(support, n)), dtype=np.int64)
+        multisets = multisets.reshape(-1, n)
+        log_prob = np.log(q[multisets]).sum(axis=1) + math.lgamma(n + 1)
+        # divide by prod(c!) over runs of equal tokens
+        same = np.zeros(multisets.shape, dtype=np.int64)
+        for j in range(1, n):
+            same[:, j] = np.where(multisets[:, j] == multisets[:, j - 1], same[:, j - 1] + 1, 0)
+        log_prob -= np.log(same + 1).sum(axis=1)
+        return set_law_from_tuples(multisets, np.exp(log_prob))
+
+
+class WORSampler(DraftSampler):
+    name = "wor"
+    description = "n draws without replacement (sequential, renormalised)"
+
+    def sample(self, q, n, rng, size):
+        k = self.num_drafts(q, n)
+        out = np.empty((size, k), dtype=np.int64)
+        cdf = np.cumsum(q)
+        total = cdf[-1]
+        for step in range(k):
+            active = np.arange(size)
+            for _ in range(64):  # rejection: redraw from q until the token is new
+                draw = np.minimum(np.searchsorted(cdf, rng.random(active.size) * total, side="right"),
+                                  q.size - 1)
+                fresh = ~np.any(out[active, :step] == draw[:, None], axis=1)
+                out[active[fresh], step] = draw[fresh]
+                active = active[~fresh]
+                if active.size == 0:
+                    break
+            for i in active:  # q concentrated on drawn tokens: draw exactly from the rest
+                rest = q.copy()
+                rest[out[i, :step]] = 0.0
+                out[i, step] = _cdf_draw(rest, rng.random(1))[0]
+        return out
+
+    def hit_probability_chain(self, q, n, order):
+        return wor_hit_chain(q[order], n)
+
+    def estimate_tuples(self, q, n):
+        m = int(np.count_nonzero(q > 0))
+        return math.perm(m, min(n, m))
+
+    def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        self._check_enumerable(q, n, max_tuples)
+        support = np.flatnonzero(q > 0)
+        k = min(n, support.size)
+        tuples = np.array(list(itertools.permutations(support, k)), dtype=np.int64).reshape(-1, k)
+        prob = np.ones(tuples.shape[0])
+        taken = np.zeros((tuples.shape[0], q.size), dtype=bool)
+        for j in range(k):
+            remaining = (q[None, :] * ~taken).sum(axis=1)  # summed, not 1 - cumsum: no cancellation
+            prob *= q[tuples[:, j]] / remaining
+            taken[np.arange(tuples.shape[0]), tuples[:, j]] = True
+        return tuples, prob
+
+
+class GreedySampler(DraftSampler):
+    name = "greedy"
+    description = "the n-1 most probable tokens of q plus one draw from the rest"
+
+    def top_set(self, q, n) -> np.ndarray:
+        """The deterministic drafts: top n-1 tokens (or the whole support if it has < n tokens)."""
+        m = int(np.count_nonzero(q > 0))
+        if m < n:
+            return top_tokens(q, m)
+        return top_tokens(q, n - 1)
+
+    def sample(self, q, n, rng, size):
+        top = self.top_set(q, n)
+        if int(np.count_nonzero(q > 0)) < n:
+            return np.broadcast_to(top, (size, top.size)).copy()
+        rest = q.copy()
+        rest[top] = 0.0
+        last = _cdf_draw(rest, rng.random(size))
+        return np.concatenate((np.broadcast_to(top, (size, top.size)), last[:, None]), axis=1)
+
+    def hit_probability_chain(self, q, n, order):
+        V = q.size
+        in_order = np.concatenate(([0.0], np.cumsum(q[order])))
+        if int(np.count_nonzero(q > 0)) < n:  # drafts = the whole support
+            return (in_order > 0).astype(np.float64)
+        top = self.top_set(q, n)
+        is_top = np.zeros(V, dtype=bool)
+        is_top[top] = True
+        rest_mass = q[~is_top].sum()
+        H = np.minimum(in_order / rest_mass, 1.0)
+        hits_top = np.concatenate(([False], np.logical_or.accumulate(is_top[order])))
+        H[hits_top] = 1.0
+        return H
+
+    def chain_order(self, p, q, n):
+        # The plain p/q order is not enough: a top token with a large ratio would
+        # force every later prefix to hit T. Sets meeting T never help (their
+        # value is >= 1), so T goes last and the rest follows p/q.
+        order = ratio_order(p, q)
+        if int(np.count_nonzero(q > 0)) < n:
+            return order
+        is_top = np.zeros(q.size, dtype=bool)
+        is_top[self.top_set(q, n)] = True
+        flags = is_top[order]
+        return np.concatenate((order[~flags], order[flags]))
+
+    def closed_form(self, p, q, n):
+        """``alpha* = 1 - sum_{i not in T} (p(i) - q(i)/(1 - q(T)))_+`` and the minimising set."""
+        top = self.top_set(q, n)
+        if int(np.count_nonzero(q > 0)) < n:
+            outside = q <= 0
+            return 1.0 - p[outside].sum(), np.flatnonzero(outside & (p > 0))
+        rest = q.copy()
+        rest[top] = 0.0
+        r = rest / rest.sum()
+        gain = p - r
+        gain[top] = 0.0
+        winners = np.flatnonzero(gain > 0)
+        return 1.0 - gain[winners].sum(), winners
+
+    def estimate_tuples(self, q, n):
+        m = int(np.count_nonzero(q > 0))
+        return 1 if m < n else m - (n - 1)
+
+    def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        top = self.top_set(q, n)
+        if int(np.count_nonzero(q > 0)) < n:
+            return top[None, :].copy(), np.ones(1)
+        rest = q.copy()
+        rest[top] = 0.0
+        last = np.flatnonzero(rest > 0)
+        tuples = np.concatenate((np.broadcast_to(top, (last.size, top.size)), last[:, None]), axis=1)
+        return tuples.astype(np.int64), rest[last] / rest[last].sum()
+
+
+class HubSampler(GreedySampler):
+    name = "hub"
+    description = "SpecHub pairs (n = 2): x1 ~ q, x2 = argmax q unless x1 is it"
+    fixed_n = 2
+
+    def hub(self, q) -> int:
+        return int(top_tokens(q, 1)[0])
+
+    def sample(self, q, n, rng, size):
+        a = self.hub(q)
+        if int(np.count_nonzero(q > 0)) < 2:
+            return np.full((size, 1), a, dtype=np.int64)
+        first = _cdf_draw(q, rng.random(size))
+        rest = q.copy()
+        rest[a] = 0.0
+        other = _cdf_draw(rest, rng.random(size))
+        second = np.where(first == a, other, a)
+        return np.stack((first, second), axis=1).astype(np.int64)
+
+    def estimate_tuples(self, q, n):
+        m = int(np.count_nonzero(q > 0))
+        return 1 if m < 2 else 2 * (m - 1)
+
+    def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        a = self.hub(q)
+        if int(np.count_nonzero(q > 0)) < 2:
+            return np.array([[a]], dtype=np.int64), np.ones(1)
+        others = np.flatnonzero((q > 0) & (np.arange(q.size) != a))
+        rest_mass = q[others].sum()
+        first = np.stack((others, np.full(others.size, a)), axis=1)  # (i, a): x1 = i
+        second = np.stack((np.full(others.size, a), others), axis=1)  # (a, i): x1 = a
+        prob = np.concatenate((q[others], q[a] * q[others] / rest_mass))
+        return np.concatenate((first, second)).astype(np.int64), prob
+
+
+#: Draft samplers by CLI name.
+SAMPLERS: dict[str, DraftSampler] = {
+    s.name: s for s in (IIDSampler(), WORSampler(), GreedySampler(), HubSampler())
+}
+
+
+def sampler_names() -> list[str]:
+    """Names of the registered draft samplers."""
+    return list(SAMPLERS)
+
+
+def get_sampler(name: str) -> DraftSampler:
+    """The sampler registered as ``name``; raises :class:`InputError` for unknown names."""
+    try:
+        return SAMPLERS[name]
+    except (KeyError, TypeError):
+        raise InputError(
+            f"unknown draft sampler {name!r}; choose one of: {', '.join(SAMPLERS)}"
+        ) from None
+
+
+def _one_distribution(q, name="draft") -> np.ndarray:
+    arr = check_probabilities(q, name=name)
+    if np.asarray(q).ndim != 1:
+        raise InputError(f"{name} must be one distribution of shape [V], got shape {np.shape(q)}")
+    return arr[0]
+
+
+def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None = None) -> np.ndarray:
+    """Sample draft tuples from ``q``.
+
+    Parameters
+    ----------
+    q : array_like ``[V]``
+        Draft distribution.
+    n : int
+        Number of drafts.
+    sampler : {"iid", "wor", "greedy", "hub"}
+    rng : numpy.random.Generator, int or None
+        Random source (an int is used as a seed).
+    size : int, optional
+        Number of tuples; ``None`` returns one tuple.
+
+    Returns
+    -------
+    ndarray of int64, shape ``[k]`` or ``[size, k]``
+        Token ids; ``k = n`` except for ``wor``/``greedy``/``hub`` when q has fewer
+        than n tokens of positive mass (then the whole support).
+    """
+    s = get_sampler(sampler)
+    n = s.check_n(n)
+    qv = _one_distribution(q)
+    rng = np.random.default_rng(rng)
+    if size is None:
+        return s.sample(qv, n, rng, 1)[0]
+    if int(size) < 0:
+        raise InputError(f"size must be >= 0, got {size}")
+    return s.sample(qv, n, rng, int(size))
+
+
+def hit_probability_chain(q, n: int, order, *, sampler: str = "iid") -> np.ndarray:
+    """``P(X hits A_k)`` for every prefix ``A_k = {order[0..k-1]}``, ``k = 0..V``.
+
+    For ``iid``: ``1 - (1 - q(A))^n``; ``greedy``/``hub`` with top set ``T``: 1 if
+    ``A`` meets ``T``, else ``q(A) / (1 - q(T))``; ``wor``: the exponential-clock
+    integral of :mod:`mdsd_cli._wor_kernel`, exact to about 1e-12.
+    """
+    s = get_sampler(sampler)
+    n = s.check_n(n)
+    qv = _one_distribution(q)
+    order = np.asarray(order)
+    if order.shape != qv.shape or not np.array_equal(np.sort(order), np.arange(qv.size)):
+        raise InputError("order must be a permutation of the token ids 0..V-1")
+    return s.hit_probability_chain(qv, n, order.astype(np.int64))
+
+
+def hit_probability(q, n: int, tokens, *, sampler: str = "iid") -> float:
+    """``P(X hits A)``: the chance that some draft lies in the token set ``A``."""
+    qv = _one_distribution(q)
+    tokens = np.unique(np.asarray(tokens, dtype=np.int64))
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= qv.size):
+        raise InputError(f"token ids must lie in 0..{qv.size - 1}")
+    rest = np.setdiff1d(np.arange(qv.size), tokens)
+    return float(hit_probability_chain(qv, n, np.concatenate((tokens, rest)), sampler=sampler)[tokens.size])
+
+
+def draft_tuple_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES):
+    """Exact law of the draft tuple by enumeration: ``(tuples [M, k], prob [M])``."""
+    s = get_sampler(sampler)
+    n = s.check_n(n)
+    return s.tuple_law(_one_distribution(q), n, max_tuples=max_tuples)
+
+
+def draft_set_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES) -> DraftSetLaw:
+    """Exact law of the set of distinct drafts (see :class:`DraftSetLaw`)."""
+    s = get_sampler(sampler)
+    n = s.check_n(n)
+    return s.set_law(_one_distribution(q), n, max_tuples=max_tuples)

@@ -1,0 +1,42 @@
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cases.json"
+LOCAL = Path(__file__).resolve().parent / "data" / "cases.json"
+
+
+def reference_cases():
+    """The shared exact reference values (../shared/reference/cases.json), with a vendored copy."""
+    path = SHARED if SHARED.exists() else LOCAL
+    return json.loads(path.read_text())["cases"]
+
+
+def random_pair(rng, V, *, zeros=True):
+    """A random (p, q) pair of length V, sometimes peaked, sometimes with zero entries."""
+    conc = rng.choice([0.2, 0.5, 1.0, 3.0])
+    p = rng.dirichlet(np.full(V, conc))
+    q = rng.dirichlet(np.full(V, rng.choice([0.2, 0.5, 1.0, 3.0])))
+    if zeros and V > 1 and rng.random() < 0.3:
+        q[rng.integers(V)] = 0.0
+        q /= q.sum()
+    if zeros and V > 1 and rng.random() < 0.2:
+        p[rng.integers(V)] = 0.0
+        p /= p.sum()
+    return p, q
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
