@@ -28,10 +28,10 @@ when numba is unavailable or ``MDSD_DISABLE_NUMBA=1``.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
+from ._jit import compiled, numba_enabled  # noqa: F401 (re-exported)
 
 
 def default_step(n: int) -> float:
@@ -65,8 +65,7 @@ def grid_end(qs: np.ndarray, n_eff: int) -> float:
     if n_eff == 1:
         m = np.maximum.accumulate(qs[::-1])[::-1]
     else:
-        kernels = _kernels()
-        m = (kernels[1] if kernels else _suffix_kth_largest)(qs, n_eff)
+        m = (compiled(_suffix_kth_largest) or _suffix_kth_largest)(qs, n_eff)
     best = float(np.min(W[valid] + m[valid]))
     return float(min(max(45.0 / best, T_LO * 10.0), T_MAX))
 
@@ -208,41 +207,16 @@ def _wor_hit_chain_loops(qs, n_eff, t, h, left, cutoff):  # pragma: no cover - c
     return H
 
 
-_compiled: tuple | bool | None = None
-
-
-def numba_enabled() -> bool:
-    """Whether the compiled kernels are in use (numba importable, not disabled)."""
-    return _kernels() is not None
-
-
-def _kernels():
-    """``(hit_chain, suffix_kth_largest)`` compiled by numba, or None when numba is
-    unavailable or ``MDSD_DISABLE_NUMBA`` is set."""
-    global _compiled
-    if os.environ.get("MDSD_DISABLE_NUMBA", "") not in ("", "0"):
-        return None
-    if _compiled is None:
-        try:
-            import numba
-        except ImportError:  # pragma: no cover - numba is a dependency
-            _compiled = False
-            return None
-        jit = numba.njit(cache=True, nogil=True)
-        _compiled = (jit(_wor_hit_chain_loops), jit(_suffix_kth_largest))
-    return _compiled or None
-
-
 def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:
     """``H[k] = P(X hits {chain[0..k-1]})`` for ``k = 0..V`` (``wor`` drafts), exact to ~1e-12.
 
     Uses the numba kernel when available, else :func:`wor_hit_chain_numpy`.
     """
-    kernels = _kernels()
-    if kernels is None:
+    kernel = compiled(_wor_hit_chain_loops)
+    if kernel is None:
         return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)
     qs = np.ascontiguousarray(qs, dtype=np.float64)
     n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
     h = default_step(n_eff) if h is None else float(h)
     t = _grid(grid_end(qs, n_eff), h, t_lo)
-    return kernels[0](qs, n_eff, t, h, t_lo * h / math.expm1(h), SERIES_CUTOFF)
+    return kernel(qs, n_eff, t, h, t_lo * h / math.expm1(h), SERIES_CUTOFF)

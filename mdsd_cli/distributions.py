@@ -39,6 +39,7 @@ def check_probabilities(
         What the array is (``"target"``, ``"draft"``), used in error messages.
     renormalize : bool
         Rescale rows whose sum is off by more than ``atol`` instead of refusing them.
+        (Rows within ``atol`` are always rescaled to sum to 1 exactly.)
     atol : float
         Tolerance on ``|sum - 1|``.
 
@@ -50,35 +51,36 @@ def check_probabilities(
         off by more than ``atol`` without ``renormalize``.
     """
     arr = _as_float_matrix(x, name=name)
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        row, col = (int(i) for i in np.argwhere(bad)[0])
-        raise InputError(
-            f"{name} row {row} has a non-finite value ({arr[row, col]}) at token {col}; "
-            "probabilities must be finite numbers"
-        )
-    neg = arr < 0
-    if neg.any():
-        row, col = (int(i) for i in np.argwhere(neg)[0])
+    sums = arr.sum(axis=1)
+    if not np.isfinite(sums).all():  # NaN/inf entries make the row sum non-finite
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            row, col = (int(i) for i in np.argwhere(bad)[0])
+            raise InputError(
+                f"{name} row {row} has a non-finite value ({arr[row, col]}) at token {col}; "
+                "probabilities must be finite numbers"
+            )
+    if arr.min() < 0:
+        row, col = (int(i) for i in np.argwhere(arr < 0)[0])
         raise InputError(
             f"{name} row {row} has a negative entry ({arr[row, col]:.3g}) at token {col}; "
             "probabilities must be >= 0"
         )
-    sums = arr.sum(axis=1)
     zero = sums <= 0
     if zero.any():
         raise InputError(f"{name} row {int(np.argmax(zero))} sums to 0; a distribution needs positive mass")
-    off = np.abs(sums - 1.0) > atol
-    if off.any():
-        if not renormalize:
-            row = int(np.argmax(off))
-            raise InputError(
-                f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
-                "pass --renormalize to rescale"
-            )
-    if renormalize or off.any():
-        arr = arr / sums[:, None]
-    return arr
+    off = ~(np.abs(sums - 1.0) <= atol)
+    if off.any() and not renormalize:
+        row = int(np.argmax(off))
+        raise InputError(
+            f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
+            "pass --renormalize to rescale"
+        )
+    if (sums == 1.0).all():
+        return arr
+    # Rows within tolerance are normalised too, so that every α* is computed on
+    # exact distributions (a row summing to 1 + 1e-7 could otherwise give α* > 1).
+    return arr / sums[:, None]
 
 
 def check_pair(p, q, *, renormalize: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -237,6 +237,8 @@ def _pick(names, src) -> tuple[str, str]:
 
 
 def _read_npz(src: Path):
+    if not zipfile.is_zipfile(src):
+        raise DataFileError(f"{src} is not a readable .npz file (not a zip archive; truncated or another format?)")
     try:
         with np.load(src, allow_pickle=False) as data:
             a, b = _pick(set(data.files), src)

@@ -59,19 +59,26 @@ def top_tokens(q: np.ndarray, k: int) -> np.ndarray:
     return sel[np.lexsort((sel, -q[sel]))].astype(np.int64)
 
 
-def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.ndarray:
     """Tokens sorted by ``p(i)/q(i)`` in decreasing order, along the last axis.
 
-    ``q(i) = 0 < p(i)`` counts as ``+inf``; ``p(i) = q(i) = 0`` goes last. Ties
-    are broken by token index (lowest first), so the order is canonical.
+    ``q(i) = 0 < p(i)`` counts as ``+inf``; ``p(i) = q(i) = 0`` goes last. With
+    ``canonical`` (default), ties are broken by token index (lowest first);
+    otherwise their order is whatever ``numpy.argsort`` gives (deterministic for
+    a given input, and it never changes α*).
     """
     p = np.asarray(p, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
+    # Ascending q/p is descending p/q: q = 0 < p gives 0 (first), p = 0 < q gives
+    # inf, and 0/0 gives NaN, which argsort puts last.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        key = np.where(q > 0, p / q, np.where(p > 0, np.inf, -1.0))
-    order = np.argsort(-key, axis=-1)
+        key = q / p
+    order = np.argsort(key, axis=-1)
+    if not canonical:
+        return order
     sorted_key = np.take_along_axis(key, order, axis=-1)
-    tie = sorted_key[..., 1:] == sorted_key[..., :-1]
+    a, b = sorted_key[..., 1:], sorted_key[..., :-1]
+    tie = (a == b) | (np.isnan(a) & np.isnan(b))
     if tie.any():  # make ties canonical: lower index first
         if order.ndim == 1:
             order = _sort_ties(order, sorted_key, tie)
@@ -85,7 +92,9 @@ def _sort_ties(order, sorted_key, tie):
     pos = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
     sub = order[pos]
     order = order.copy()
-    order[pos] = sub[np.lexsort((sub, -sorted_key[pos]))]
+    # runs of equal keys are contiguous and keys ascend, so sorting the tied
+    # positions by (key, index) keeps every run in place
+    order[pos] = sub[np.lexsort((sub, np.nan_to_num(sorted_key[pos], nan=np.inf, posinf=np.finfo(float).max)))]
     return order
 
 

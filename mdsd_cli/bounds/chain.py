@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._jit import compiled
 from ..samplers import GreedySampler, get_sampler, ratio_order
 
 #: Rows per chunk are chosen so that one temporary [rows, V] array stays below this many entries.
@@ -45,17 +46,61 @@ def _power(x: np.ndarray, n: int) -> np.ndarray:
     return result
 
 
-def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
-    order = ratio_order(P, Q)
+def _iid_scan_numpy(P, Q, order, n):
     q_in = np.cumsum(np.take_along_axis(Q, order, axis=1), axis=1)
     p_in = np.cumsum(np.take_along_axis(P, order, axis=1), axis=1)
-    miss = np.clip(1.0 - q_in, 0.0, 1.0)
-    gap = (1.0 - _power(miss, n)) - p_in  # P(hit A_k) - p(A_k), k = 1..V
+    gap = (1.0 - _power(np.clip(1.0 - q_in, 0.0, 1.0), n)) - p_in  # P(hit A_k) - p(A_k), k = 1..V
     k = np.argmin(gap, axis=1)
     best = gap[np.arange(gap.shape[0]), k]
-    take = best < 0  # else the empty prefix (value 0) is optimal
-    values = np.clip(1.0 + np.where(take, best, 0.0), 0.0, 1.0)
-    sizes = np.where(take, k + 1, 0)
+    take = best < 0  # else the empty prefix (gap 0) is optimal
+    return np.where(take, best, 0.0), np.where(take, k + 1, 0)
+
+
+def _iid_scan_loops(P, Q, order, n):  # pragma: no cover - compiled by numba
+    rows, V = P.shape
+    best = np.zeros(rows)
+    size = np.zeros(rows, dtype=np.int64)
+    for r in range(rows):
+        q_in = 0.0
+        p_in = 0.0
+        b = 0.0
+        kb = 0
+        for k in range(V):
+            i = order[r, k]
+            q_in += Q[r, i]
+            p_in += P[r, i]
+            miss = min(max(1.0 - q_in, 0.0), 1.0)
+            power = 1.0
+            m = n
+            while m:
+                if m & 1:
+                    power *= miss
+                miss *= miss
+                m >>= 1
+            gap = 1.0 - power - p_in
+            if gap < b:
+                b = gap
+                kb = k + 1
+        best[r] = b
+        size[r] = kb
+    return best, size
+
+
+def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
+    order = ratio_order(P, Q, canonical=False)
+    kernel = compiled(_iid_scan_loops)
+    best, sizes = kernel(P, Q, order, n) if kernel is not None else _iid_scan_numpy(P, Q, order, n)
+    # The value never depends on how ties in p/q are ordered, but the reported
+    # prefix does when its boundary splits a tie: redo those rows canonically.
+    V = P.shape[1]
+    for r in np.flatnonzero((sizes > 0) & (sizes < V)):
+        i, j = order[r, sizes[r] - 1], order[r, sizes[r]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a, b = Q[r, i] / P[r, i], Q[r, j] / P[r, j]
+        if a == b or (np.isnan(a) and np.isnan(b)):
+            order[r] = ratio_order(P[r], Q[r])
+            best[r : r + 1], sizes[r : r + 1] = _iid_scan_numpy(P[r : r + 1], Q[r : r + 1], order[r : r + 1], n)
+    values = np.clip(1.0 + best, 0.0, 1.0)
     return values, sizes, order
 
 

@@ -91,9 +91,15 @@ def subsets_solve(p: np.ndarray, q: np.ndarray, n: int, sampler: DraftSampler) -
     full = (1 << V) - 1
     p_in = _subset_sums(p, V)
     objective = 1.0 - p_in + 1.0 - all_in[full ^ np.arange(1 << V)]
-    best = int(np.argmin(objective))
+    lowest = float(objective.min())
+    # among (numerically) tied minimisers report the smallest set
+    tied = np.flatnonzero(objective <= lowest + 1e-13)
+    sizes = np.zeros(tied.size, dtype=np.int64)
+    for i in range(V):
+        sizes += (tied >> i) & 1
+    best = int(tied[np.argmin(sizes)])
     token_set = np.flatnonzero([(best >> i) & 1 for i in range(V)]).astype(np.int64)
     return OptimalAcceptance(
-        value=min(max(float(objective[best]), 0.0), 1.0), token_set=token_set,
+        value=min(max(lowest, 0.0), 1.0), token_set=token_set,
         sampler=sampler.name, solver="subsets", n=n,
     )

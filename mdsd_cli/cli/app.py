@@ -14,7 +14,6 @@ from ..errors import MdsdError
 from . import bound as bound_commands
 from .console import err_console
 
-
 # click's UsageError, whether typer vendors click or depends on it.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 

@@ -1,0 +1,5 @@
+"""``python -m mdsd_cli`` runs the command-line interface."""
+
+from .cli.app import main
+
+main()

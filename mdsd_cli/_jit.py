@@ -1,0 +1,33 @@
+"""Optional numba compilation of the hot loops.
+
+Every compiled function also runs as plain Python/numpy, which is the fallback
+when numba is missing or ``MDSD_DISABLE_NUMBA=1``; tests check both agree.
+"""
+
+from __future__ import annotations
+
+import os
+
+_cache: dict = {}
+
+
+def numba_enabled() -> bool:
+    """Whether compiled kernels are in use (numba importable and not disabled)."""
+    if os.environ.get("MDSD_DISABLE_NUMBA", "") not in ("", "0"):
+        return False
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return True
+
+
+def compiled(fn):
+    """The numba-compiled version of ``fn`` (cached on disk), or None when disabled."""
+    if not numba_enabled():
+        return None
+    if fn not in _cache:
+        import numba
+
+        _cache[fn] = numba.njit(cache=True, nogil=True)(fn)
+    return _cache[fn]

@@ -1,0 +1,203 @@
+"""The command-line interface: output, conventions, and every bad input as a clean error."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mdsd_cli import optimal_acceptance, zipf_pairs
+from mdsd_cli.cli.app import app
+from mdsd_cli.io import save_pairs
+
+runner = CliRunner()
+COMMANDS = ["bound", "generate"]
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_clean_error(result, code, *fragments):
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+@pytest.fixture
+def pair_file(tmp_path):
+    return save_pairs(zipf_pairs(3, 40, seed=2), tmp_path / "pairs.npz")
+
+
+# --- help -------------------------------------------------------------------------------
+
+def test_every_command_has_help_and_is_listed():
+    top = run("--help")
+    assert top.exit_code == 0
+    for command in COMMANDS:
+        assert command in top.stdout
+        sub = run(command, "--help")
+        assert sub.exit_code == 0 and "Usage" in sub.stdout and len(sub.stdout) > 200
+
+
+def test_commands_are_documented_in_the_readme():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for command in COMMANDS:
+        assert f"mdsd {command}" in readme
+
+
+# --- results ------------------------------------------------------------------------------
+
+def test_bound_csv_matches_the_library(pair_file):
+    result = run("bound", "--data", pair_file, "-s", "iid", "-s", "wor", "-n", "1", "-n", "3", "-q")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert list(df.columns) == ["pair", "temperature", "sampler", "n", "solver", "alpha_star", "set_size",
+                                "seconds"]
+    assert len(df) == 3 * 2 * 2
+    batch = zipf_pairs(3, 40, seed=2)
+    for row in df.itertuples():
+        expected = optimal_acceptance(batch.target[row.pair], batch.draft[row.pair], row.n, sampler=row.sampler)
+        assert row.alpha_star == pytest.approx(expected, abs=1e-11)
+        assert 0 <= row.set_size <= 40 and row.seconds >= 0
+
+
+def test_bound_all_solvers_agree_and_all_skips_hub_for_other_n(tmp_path):
+    result = run("bound", "--synthetic", "dirichlet", "--pairs", "2", "--vocab", "5", "-s", "all",
+                 "-n", "2", "-n", "3", "--solver", "chain", "--solver", "primal-lp", "--solver", "dual-lp",
+                 "--solver", "subsets")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert set(df[df.sampler == "hub"].n) == {2}
+    spread = df.groupby(["pair", "sampler", "n"]).alpha_star.agg(lambda x: x.max() - x.min())
+    assert (spread < 1e-6).all()
+
+
+def test_temperatures_and_synthetic_equal_generated_file(tmp_path):
+    out = tmp_path / "gen.parquet"
+    gen = run("generate", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "--seed", "5", "--out", out)
+    assert gen.exit_code == 0 and out.exists() and "wrote 2 pairs" in gen.stderr
+    a = run("bound", "--data", out, "-t", "0.5", "-t", "2", "-q")
+    b = run("bound", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "--seed", "5", "-t", "0.5", "-t", "2",
+            "-q")
+    da, db = pd.read_csv(io.StringIO(a.stdout)), pd.read_csv(io.StringIO(b.stdout))
+    np.testing.assert_allclose(da.alpha_star, db.alpha_star, atol=1e-12)
+    assert sorted(set(da.temperature)) == [0.5, 2.0]
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_out_files_and_manifest(tmp_path, pair_file, suffix):
+    out = tmp_path / f"res.{suffix}"
+    result = run("bound", "--data", pair_file, "--out", out)
+    assert result.exit_code == 0 and result.stdout == ""
+    df = pd.read_csv(out) if suffix == "csv" else pd.read_parquet(out)
+    assert len(df) == 3
+    if suffix == "csv":
+        manifest = json.loads(Path(f"{out}.manifest.json").read_text())
+        assert manifest["config"]["data"] == str(pair_file)
+
+
+def test_json_and_table_formats(pair_file):
+    js = run("bound", "--data", pair_file, "-f", "json")
+    records = [json.loads(line) for line in js.stdout.splitlines()]
+    assert len(records) == 3 and {"alpha_star", "sampler"} <= set(records[0])
+    table = run("bound", "--data", pair_file, "-f", "table")
+    assert "alpha_star" in table.stdout.splitlines()[0]
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+def _npz(tmp_path, name, target, draft):
+    path = tmp_path / name
+    np.savez(path, target=np.asarray(target), draft=np.asarray(draft))
+    return path
+
+
+@pytest.mark.parametrize("target,draft,fragment", [
+    ([[0.5, np.nan]], [[0.5, 0.5]], "non-finite"),
+    ([[1.2, -0.2]], [[0.5, 0.5]], "negative"),
+    ([[0.5, 0.4]], [[0.5, 0.5]], "--renormalize"),
+    ([[0.5, 0.5]], [[0.2, 0.3, 0.5]], "same vocabulary size"),
+    ([[0.5, 0.5], [0.5, 0.5]], [[0.5, 0.5]], "same number of pairs"),
+])
+def test_bad_distributions(tmp_path, target, draft, fragment):
+    path = _npz(tmp_path, "bad.npz", target, draft)
+    assert_clean_error(run("bound", "--data", path), 1, "Error:", fragment)
+
+
+def test_renormalize_flag_fixes_unnormalised_rows(tmp_path):
+    path = _npz(tmp_path, "off.npz", [[0.5, 0.4]], [[0.5, 0.5]])
+    result = run("bound", "--data", path, "--renormalize", "-n", "1")
+    assert result.exit_code == 0
+    # p becomes [5/9, 4/9]; n = 1 gives sum(min(p, q))
+    assert pd.read_csv(io.StringIO(result.stdout)).alpha_star[0] == pytest.approx(0.5 + 4 / 9, abs=1e-11)
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["-n", "0"], 2, "--drafts"),
+    (["-s", "beam"], 2, "--sampler"),
+    (["--solver", "magic"], 2, "--solver"),
+    (["--lp-solver", "gurobi"], 2, "--lp-solver"),
+    (["-t", "-1"], 2, "--temperature"),
+    (["-s", "hub", "-n", "3"], 1, "n = 2 only"),
+    (["--solver", "primal-lp", "-n", "4"], 1, "--solver chain"),
+    (["--solver", "subsets"], 1, "--solver chain"),
+    (["-f", "parquet"], 1, "--out"),
+])
+def test_bad_options(args, code, fragment):
+    result = run("bound", "--synthetic", "zipf", "--vocab", "400", *args)
+    assert_clean_error(result, code, "Error", fragment)
+
+
+def test_bad_files_and_paths(tmp_path, pair_file):
+    assert_clean_error(run("bound", "--data", tmp_path / "missing.npz"), 1, "not found")
+    np.savez(tmp_path / "other.npz", logits=np.ones(3))
+    assert_clean_error(run("bound", "--data", tmp_path / "other.npz"), 1, "expected 'target' and 'draft'")
+    assert_clean_error(run("bound"), 1, "--data FILE")
+    assert_clean_error(run("bound", "--data", pair_file, "--synthetic", "zipf"), 1, "not both")
+    assert_clean_error(run("bound", "--data", pair_file, "--out", tmp_path / "no" / "x.csv"), 1, "does not exist")
+    assert_clean_error(run("generate"), 1, "--out")
+
+
+def test_failure_leaves_existing_output_untouched_and_writes_nothing_partial(tmp_path):
+    out = tmp_path / "keep.csv"
+    out.write_text("old results\n")
+    # refused after the output path was checked: the LP is too large
+    result = run("bound", "--synthetic", "zipf", "--vocab", "400", "-n", "4", "--solver", "dual-lp", "--out", out)
+    assert_clean_error(result, 1, "LP variables")
+    assert out.read_text() == "old results\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.csv"]
+
+
+# --- real processes --------------------------------------------------------------------------
+
+def _mdsd():
+    return [sys.executable, "-m", "mdsd_cli"]
+
+
+def test_subprocess_pipes_clean_csv_and_errors_have_no_traceback(tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    ok = subprocess.run([*_mdsd(), "bound", "--synthetic", "zipf", "--vocab", "100", "--pairs", "2",
+                         "-s", "wor", "-n", "4"], capture_output=True, text=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    df = pd.read_csv(io.StringIO(ok.stdout))
+    assert len(df) == 2 and df.alpha_star.between(0, 1).all()
+    bad = subprocess.run([*_mdsd(), "bound", "--data", str(tmp_path / "nope.npz")], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [f"Error: data file {tmp_path / 'nope.npz'} not found"]
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = ("import sys; from mdsd_cli.cli.app import app; "
+            "print(','.join(m for m in ('cvxpy', 'numba', 'pandas', 'pyarrow', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == ""

@@ -1,0 +1,191 @@
+"""Draft samplers: exact laws by enumeration, hit probabilities, sampling frequencies."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mdsd_cli import (
+    draft_set_law,
+    draft_tuple_law,
+    hit_probability,
+    hit_probability_chain,
+    sample_drafts,
+)
+from mdsd_cli._wor_kernel import wor_hit_chain, wor_hit_chain_numpy
+from mdsd_cli.bounds.subsets import _wor_set_law, _zeta
+from mdsd_cli.errors import InputError, SizeLimitError
+from mdsd_cli.samplers import SAMPLERS, ratio_order, top_tokens
+
+from .conftest import random_pair
+
+
+def wor_tuple_law_by_hand(q, n):
+    """Sequential draws without replacement, written out directly."""
+    support = [i for i in range(len(q)) if q[i] > 0]
+    k = min(n, len(support))
+    law = {}
+    for tup in itertools.permutations(support, k):
+        prob, used = 1.0, set()
+        for x in tup:
+            prob *= q[x] / sum(q[i] for i in support if i not in used)
+            used.add(x)
+        law[tup] = prob
+    return law
+
+
+def test_tuple_laws_sum_to_one_and_match_hand_enumeration():
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        V = int(rng.integers(1, 6))
+        _, q = random_pair(rng, V)
+        n = int(rng.integers(1, 4))
+        for name in ("iid", "wor", "greedy"):
+            tuples, prob = draft_tuple_law(q, n, sampler=name)
+            assert prob.sum() == pytest.approx(1.0, abs=1e-12)
+            assert (prob > 0).all()
+        tuples, prob = draft_tuple_law(q, n, sampler="wor")
+        by_hand = wor_tuple_law_by_hand(q, n)
+        assert {tuple(t): pr for t, pr in zip(tuples.tolist(), prob)} == pytest.approx(by_hand, abs=1e-14)
+        tuples, prob = draft_tuple_law(q, n, sampler="iid")
+        expected = {t: math.prod(q[i] for i in t) for t in itertools.product(range(V), repeat=n)}
+        got = {tuple(t): pr for t, pr in zip(tuples.tolist(), prob)}
+        assert got == pytest.approx({t: v for t, v in expected.items() if v > 0}, abs=1e-15)
+
+
+def test_set_laws_merge_tuples():
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        V = int(rng.integers(1, 6))
+        _, q = random_pair(rng, V)
+        for name, n in (("iid", 3), ("wor", 2), ("greedy", 3), ("hub", 2)):
+            tuples, prob = draft_tuple_law(q, n, sampler=name)
+            law = draft_set_law(q, n, sampler=name)
+            assert law.prob.sum() == pytest.approx(1.0, abs=1e-12)
+            merged = {}
+            for t, pr in zip(tuples.tolist(), prob):
+                key = tuple(sorted(set(t)))
+                merged[key] = merged.get(key, 0.0) + pr
+            got = {tuple(x for x in row if x >= 0): pr for row, pr in zip(law.members.tolist(), law.prob)}
+            assert got == pytest.approx(merged, abs=1e-14)
+
+
+def test_hub_draft_set_equals_greedy_at_two():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        _, q = random_pair(rng, 6)
+        hub, greedy = draft_set_law(q, 2, sampler="hub"), draft_set_law(q, 2, sampler="greedy")
+        assert hub.members.tolist() == greedy.members.tolist()
+        np.testing.assert_allclose(hub.prob, greedy.prob, atol=1e-15)
+
+
+@pytest.mark.parametrize("sampler,n", [("iid", 1), ("iid", 3), ("wor", 2), ("wor", 4), ("greedy", 3), ("hub", 2)])
+def test_hit_probability_chain_matches_enumeration_on_random_orders(sampler, n):
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        V = int(rng.integers(2, 7))
+        _, q = random_pair(rng, V)
+        order = rng.permutation(V)
+        H = hit_probability_chain(q, n, order, sampler=sampler)
+        tuples, prob = draft_tuple_law(q, n, sampler=sampler)
+        for k in range(V + 1):
+            in_a = np.zeros(V, dtype=bool)
+            in_a[order[:k]] = True
+            assert H[k] == pytest.approx(prob[in_a[tuples].any(axis=1)].sum(), abs=1e-13), (k, q)
+        assert hit_probability(q, n, order[:2], sampler=sampler) == pytest.approx(H[2], abs=1e-15)
+
+
+def test_wor_hit_chain_against_subset_dynamic_programme_at_sixteen_tokens():
+    # An independent exact method at larger V: the subset DP of the brute-force solver.
+    rng = np.random.default_rng(5)
+    V = 14
+    for n in (2, 4, 7):
+        logits = rng.normal(0, 2, V)
+        q = np.exp(logits) / np.exp(logits).sum()
+        order = rng.permutation(V)
+        H = hit_probability_chain(q, n, order, sampler="wor")
+        all_in = _zeta(_wor_set_law(q, n, V), V)
+        full = (1 << V) - 1
+        for k in range(V + 1):
+            mask = sum(1 << int(i) for i in order[:k])
+            assert H[k] == pytest.approx(1.0 - all_in[full ^ mask], abs=1e-12)
+
+
+def test_wor_compiled_kernel_equals_pure_numpy():
+    rng = np.random.default_rng(6)
+    for V, n in ((50, 1), (300, 3), (2000, 8), (500, 16)):
+        logits = rng.normal(0, 3, V)
+        q = np.exp(logits - logits.max())
+        q /= q.sum()
+        np.testing.assert_allclose(wor_hit_chain(q, n), wor_hit_chain_numpy(q, n), rtol=0, atol=1e-12)
+
+
+def test_wor_extreme_dynamic_range():
+    # tokens 2 and 3 are drawn third with probability 1/2 each although q is ~1e-40
+    q = np.array([1 - 1e-20, 1e-20, 1e-40, 1e-40])
+    q /= q.sum()
+    assert hit_probability(q, 3, [2], sampler="wor") == pytest.approx(0.5, abs=1e-12)
+    assert hit_probability(q, 2, [2], sampler="wor") == pytest.approx(2e-20, abs=1e-12)
+
+
+def test_sampling_frequencies_match_exact_laws():
+    q = np.array([0.35, 0.25, 0.2, 0.12, 0.08, 0.0])
+    draws = 40_000
+    for name, n in (("iid", 2), ("wor", 3), ("greedy", 3), ("hub", 2)):
+        tuples, prob = draft_tuple_law(q, n, sampler=name)
+        sample = sample_drafts(q, n, sampler=name, rng=np.random.default_rng(99), size=draws)
+        assert sample.shape == (draws, tuples.shape[1])
+        index = {tuple(t): i for i, t in enumerate(tuples.tolist())}
+        counts = np.zeros(len(index))
+        for row in map(tuple, sample.tolist()):
+            counts[index[row]] += 1  # KeyError = a tuple of probability zero was drawn
+        if len(index) > 1:
+            _, pvalue = stats.chisquare(counts, prob * draws)
+            assert pvalue > 1e-4, (name, pvalue)
+
+
+def test_wor_sampler_handles_concentrated_q_by_exact_fallback():
+    q = np.array([1 - 3e-12, 1e-12, 1e-12, 1e-12])
+    sample = sample_drafts(q, 4, sampler="wor", rng=0, size=50)
+    assert all(sorted(row) == [0, 1, 2, 3] for row in sample.tolist())
+
+
+def test_small_support_returns_the_whole_support():
+    q = np.array([0.0, 0.7, 0.0, 0.3])
+    for name in ("wor", "greedy"):
+        tup = sample_drafts(q, 3, sampler=name, rng=0)
+        assert sorted(tup.tolist()) == [1, 3]
+    assert sample_drafts(q, 3, sampler="greedy", rng=0).tolist() == [1, 3]
+    assert sample_drafts(np.array([0.0, 1.0]), 2, sampler="hub", rng=0).tolist() == [1]
+    assert sample_drafts(q, 3, sampler="iid", rng=0).shape == (3,)
+
+
+def test_top_tokens_breaks_ties_by_index_in_linear_time():
+    q = np.array([0.1, 0.3, 0.1, 0.3, 0.2])
+    assert top_tokens(q, 1).tolist() == [1]
+    assert top_tokens(q, 2).tolist() == [1, 3]
+    assert top_tokens(q, 4).tolist() == [1, 3, 4, 0]
+    assert top_tokens(q, 9).tolist() == [1, 3, 4, 0, 2]
+
+
+def test_ratio_order_is_canonical():
+    p = np.array([0.2, 0.1, 0.2, 0.0, 0.5, 0.0])
+    q = np.array([0.1, 0.05, 0.1, 0.0, 0.0, 0.75])
+    # ratios: 2, 2, 2, (0/0 -> last), inf, 0
+    assert ratio_order(p, q).tolist() == [4, 0, 1, 2, 5, 3]
+    batch = ratio_order(np.stack([p, p]), np.stack([q, q]))
+    assert batch.tolist() == [[4, 0, 1, 2, 5, 3]] * 2
+
+
+def test_sampler_input_errors():
+    with pytest.raises(InputError, match="unknown draft sampler"):
+        sample_drafts([0.5, 0.5], 2, sampler="beam", rng=0)
+    with pytest.raises(InputError, match="shape"):
+        sample_drafts([[0.5, 0.5]], 2, rng=0)
+    with pytest.raises(InputError, match="permutation"):
+        hit_probability_chain([0.5, 0.5], 2, [0, 0])
+    with pytest.raises(SizeLimitError, match="chain"):
+        draft_tuple_law(np.full(60, 1 / 60), 5, sampler="iid")
+    assert set(SAMPLERS) == {"iid", "wor", "greedy", "hub"}
