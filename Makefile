@@ -27,7 +27,7 @@ lint: $(STAMP) ## Static checks (ruff)
 	$(BIN)/ruff check mdsd_cli tests benchmarks
 
 bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler, n = 1..4
-	$(BIN)/mdsd bound --synthetic zipf --pairs 8 --vocab 32000 --seed 0 \
+	@$(BIN)/mdsd bound --synthetic zipf --pairs 8 --vocab 32000 --seed 0 \
 		--sampler iid --sampler wor --sampler greedy -n 1 -n 2 -n 3 -n 4
 
 bench: $(STAMP) ## Benchmark: chain solver at V = 152,064 against numpy.argsort
