@@ -5,6 +5,11 @@ Public API::
     from mdsd_cli import optimal_acceptance, sample_drafts
     optimal_acceptance(p, q, n, sampler="iid", solver="chain") -> float
     sample_drafts(q, n, sampler="iid", rng=numpy.random.default_rng(0)) -> int array
+
+    from mdsd_cli import verify, acceptance_rate, verifier_names
+    verify(name, p, q, drafts, rng=rng) -> int
+    acceptance_rate(name, p, q, n, method="exact"|"monte-carlo", samples=..., rng=None)
+    verifier_names() -> list[str]
 """
 
 from .bounds import (
@@ -37,6 +42,7 @@ from .samplers import (
     sample_drafts,
     sampler_names,
 )
+from .verifiers import acceptance_rate, output_law, prepare_verifier, verifier_names, verify
 
 __version__ = "0.1.0"
 
@@ -47,4 +53,5 @@ __all__ = [
     "draft_tuple_law", "hit_probability", "hit_probability_chain", "optimal_acceptance",
     "pairs_from_logits", "pairs_from_probabilities", "sample_drafts", "sampler_names",
     "solve_optimal_acceptance", "softmax", "zipf_pairs",
+    "acceptance_rate", "output_law", "prepare_verifier", "verifier_names", "verify",
 ]

@@ -74,7 +74,7 @@ def check_probabilities(
         row = int(np.argmax(off))
         raise InputError(
             f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
-            "pass --renormalize to rescale"
+            "pass --renormalize (renormalize=True) to rescale"
         )
     if (sums == 1.0).all():
         return arr

@@ -190,7 +190,7 @@ class DraftSampler:
         if count > max_tuples:
             raise SizeLimitError(
                 f"the exact {self.name} draft law for V={q.size}, n={n} has {count:,} tuples "
-                f"(limit {max_tuples:,}); use the chain solver (--solver chain), which needs no enumeration"
+                f"(limit {max_tuples:,}); use the chain solver (--solver chain / solver='chain'), which needs no enumeration"
             )
 
 
@@ -477,9 +477,22 @@ def hit_probability_chain(q, n: int, order, *, sampler: str = "iid") -> np.ndarr
 
 
 def hit_probability(q, n: int, tokens, *, sampler: str = "iid") -> float:
-    """``P(X hits A)``: the chance that some draft lies in the token set ``A``."""
+    """``P(X hits A)``: the chance that some draft lies in the token set ``A``.
+
+    ``tokens`` is a collection of token ids (list, set, integer array) or a
+    boolean mask of length V.
+    """
     qv = _one_distribution(q)
-    tokens = np.unique(np.asarray(tokens, dtype=np.int64))
+    if isinstance(tokens, (set, frozenset)):
+        tokens = sorted(tokens)
+    arr = np.asarray(tokens)
+    if arr.dtype == bool:
+        if arr.shape != qv.shape:
+            raise InputError(f"a boolean token mask needs length V={qv.size}, got shape {arr.shape}")
+        arr = np.flatnonzero(arr)
+    elif arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"tokens must be integer token ids or a boolean mask, got dtype {arr.dtype}")
+    tokens = np.unique(arr.astype(np.int64).ravel())
     if tokens.size and (tokens.min() < 0 or tokens.max() >= qv.size):
         raise InputError(f"token ids must lie in 0..{qv.size - 1}")
     rest = np.setdiff1d(np.arange(qv.size), tokens)

@@ -189,3 +189,14 @@ def test_sampler_input_errors():
     with pytest.raises(SizeLimitError, match="chain"):
         draft_tuple_law(np.full(60, 1 / 60), 5, sampler="iid")
     assert set(SAMPLERS) == {"iid", "wor", "greedy", "hub"}
+
+
+def test_hit_probability_accepts_sets_and_masks_and_refuses_floats():
+    q = np.array([0.5, 0.3, 0.1, 0.1])
+    assert hit_probability(q, 1, np.array([True, False, False, False])) == pytest.approx(0.5)
+    assert hit_probability(q, 1, np.zeros(4, dtype=bool)) == 0.0
+    assert hit_probability(q, 1, {1, 2}) == pytest.approx(0.4)
+    with pytest.raises(InputError, match="integer token ids"):
+        hit_probability(q, 1, [0.0, 1.5])
+    with pytest.raises(InputError, match="length V"):
+        hit_probability(q, 1, np.array([True, False]))

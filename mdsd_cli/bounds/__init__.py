@@ -154,5 +154,5 @@ def check_problem_size(q, n: int, *, sampler: str, solver: str,
             raise SizeLimitError(
                 f"{solver} for sampler {s.name} at V={V}, n={n} needs {need:,} LP variables "
                 f"(limit {max_lp_variables:,}); use --solver chain (exact, O(V log V)) "
-                "or raise --max-lp-variables"
+                "or raise --max-lp-variables (max_lp_variables=)"
             )

@@ -58,7 +58,7 @@ def _set_law(sampler, q, n, solver_name, max_variables) -> DraftSetLaw:
     if need > max_variables:
         raise SizeLimitError(
             f"{solver_name} for sampler {sampler.name} at V={q.size}, n={n} needs {need:,} LP variables "
-            f"(limit {max_variables:,}); use --solver chain (exact, O(V log V)) or raise --max-lp-variables"
+            f"(limit {max_variables:,}); use --solver chain (exact, O(V log V)) or raise --max-lp-variables (max_lp_variables=)"
         )
     return sampler.set_law(q, n, max_tuples=max(max_variables, 1))
 

@@ -1,0 +1,93 @@
+"""SpecTr's K-SEQ verifier (Sun et al., NeurIPS 2023) for iid drafts.
+
+With ``beta(rho) = sum_i min(q_i, p_i / rho)``, ``rho*`` is the smallest
+``rho`` in ``[1, n]`` with ``1 - (1 - beta)^n <= rho beta``. Drafts are tried in
+order, each accepted with probability ``min(1, p(x) / (rho* q(x)))``; if none
+is, ``Y`` comes from the residual ``p - min(q, p/rho*) (1 - (1 - beta)^n)/beta``
+(normalised). Its rate is
+
+.. math:: \\alpha_{kseq} = 1 - (1 - \\beta(\\rho^*))^n.
+
+``rho*`` is found by bisection on ``f(rho) = S(rho) - 1 + (1 - S(rho)/rho)^n``
+(increasing), ``S(rho) = sum_i min(rho q_i, p_i)`` evaluated in ``O(log V)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import PreparedVerifier, drafted_mass, sample_from_laws
+from .residual import ResidualFamily
+
+
+class KSeq(PreparedVerifier):
+    name = "kseq"
+    description = "SpecTr K-SEQ, iid drafts"
+    default_sampler = "iid"
+    samplers = ("iid",)
+
+    def setup(self):
+        fam = ResidualFamily(self.p, self.q)
+        p_total = fam.p_in[-1]
+
+        def S(rho):
+            k = int(fam.above(rho))
+            return rho * fam.q_in[k] + (p_total - fam.p_in[k])
+
+        n = self.n
+
+        def f(rho):
+            s = S(rho)
+            return s - 1.0 + (1.0 - s / rho) ** n
+
+        lo, hi = 1.0, float(n)
+        if f(lo) >= 0:
+            hi = lo
+        else:
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if f(mid) >= 0:
+                    hi = mid
+                else:
+                    lo = mid
+                if hi - lo <= 4e-16 * hi:
+                    break
+        self.rho = hi
+        self.beta = S(self.rho) / self.rho
+        accept_total = 1.0 - (1.0 - self.beta) ** n
+        self.scale = accept_total / self.beta if self.beta > 0 else self.rho
+        residual = np.maximum(self.p - np.minimum(self.q, self.p / self.rho) * self.scale, 0.0)
+        mass = residual.sum()
+        self.residual = residual / mass if mass > 0 else self.p.copy()
+        self.rate = accept_total
+
+    def coins(self, drafts):
+        x = np.atleast_2d(drafts)
+        return np.minimum(1.0, self.p[x] / (self.rho * self.q[x]))
+
+    def acceptance(self, drafts):
+        drafts = np.atleast_2d(drafts)
+        none = np.prod(1.0 - self.coins(drafts), axis=1)
+        return 1.0 - none + none * drafted_mass(self.residual, drafts)
+
+    def output_law(self, drafts):
+        drafts = np.asarray(drafts)
+        b = self.coins(drafts)[0]
+        out = np.zeros(self.V)
+        reach = 1.0
+        for x, bx in zip(drafts, b):
+            out[x] += reach * bx
+            reach *= 1.0 - bx
+        return out + reach * self.residual
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        accepted = rng.random(drafts.shape) < self.coins(drafts)
+        out = drafts[np.arange(drafts.shape[0]), np.argmax(accepted, axis=1)]
+        rejected = ~accepted.any(axis=1)
+        if rejected.any():
+            out[rejected] = sample_from_laws(np.broadcast_to(self.residual, (int(rejected.sum()), self.V)), rng)
+        return out
+
+    def exact_rate(self):
+        return float(min(max(self.rate, 0.0), 1.0))

@@ -1,0 +1,45 @@
+"""``nss``: naive sampling — ignore the drafts and output ``Y ~ p``.
+
+Lossless for any draft law; its rate is ``sum_i p(i) P(i in X)``, in closed
+form for ``iid`` (``P(i in X) = 1 - (1 - q_i)^n``), ``greedy`` and ``hub``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import PreparedVerifier, drafted_mass, sample_from_laws
+
+
+class NSS(PreparedVerifier):
+    name = "nss"
+    description = "naive sampling: Y ~ p, ignoring the drafts (any draft law)"
+    default_sampler = "iid"
+    samplers = None
+
+    def output_law(self, drafts):
+        return self.p.copy()
+
+    def acceptance(self, drafts):
+        return drafted_mass(self.p, np.atleast_2d(drafts))
+
+    def sample(self, drafts, rng):
+        M = np.atleast_2d(drafts).shape[0]
+        return sample_from_laws(np.broadcast_to(self.p, (M, self.V)), rng)
+
+    def exact_rate(self):
+        name = self.sampler
+        if name == "iid":
+            with np.errstate(divide="ignore"):
+                included = -np.expm1(self.n * np.log1p(-np.minimum(self.q, 1.0)))
+            return float(self.p @ included)
+        if name in ("greedy", "hub"):
+            if int(np.count_nonzero(self.q > 0)) < self.n:
+                return float(self.p[self.q > 0].sum())
+            top = self.draft_sampler.top_set(self.q, self.n)
+            rest = self.q.copy()
+            rest[top] = 0.0
+            included = rest / rest.sum()
+            included[top] = 1.0
+            return float(self.p @ included)
+        return None  # wor: inclusion probabilities by enumeration or Monte Carlo
