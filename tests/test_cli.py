@@ -17,7 +17,7 @@ from mdsd_cli.cli.app import app
 from mdsd_cli.io import save_pairs
 
 runner = CliRunner()
-COMMANDS = ["bound", "generate"]
+COMMANDS = ["bound", "verify", "check-lossless", "generate"]
 
 
 def run(*args):
@@ -201,3 +201,75 @@ def test_help_does_not_import_heavy_libraries():
             "print(','.join(m for m in ('cvxpy', 'numba', 'pandas', 'pyarrow', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == ""
+
+
+# --- verifiers ------------------------------------------------------------------------------
+
+def test_verify_rows_match_the_library(pair_file):
+    from mdsd_cli import acceptance_rate
+
+    result = run("verify", "--data", pair_file, "--verifier", "rrs", "--verifier", "kseq", "--verifier", "greedy",
+                 "-n", "2", "-n", "3", "-q")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert {"acceptance", "stderr", "alpha_star", "gap", "method", "sampler"} <= set(df.columns)
+    assert len(df) == 3 * 3 * 2 and (df.method == "exact").all()
+    batch = zipf_pairs(3, 40, seed=2)
+    for row in df.itertuples():
+        expected = acceptance_rate(row.verifier, batch.target[row.pair], batch.draft[row.pair], row.n)
+        assert row.acceptance == pytest.approx(expected, abs=1e-11)
+        assert row.gap == pytest.approx(row.alpha_star - row.acceptance, abs=1e-11)
+        assert row.gap >= -1e-12
+    greedy = df[df.verifier == "greedy"]
+    assert (greedy.gap.abs() < 1e-12).all()
+
+
+def test_verify_all_monte_carlo_is_seeded_and_skips_otm_when_too_large():
+    args = ["verify", "--synthetic", "zipf", "--pairs", "1", "--vocab", "2000", "-n", "2", "--method", "auto",
+            "--samples", "4000", "--seed", "3"]
+    a, b = run(*args), run(*args)
+    assert a.exit_code == 0
+    df = pd.read_csv(io.StringIO(a.stdout))
+    same = pd.read_csv(io.StringIO(b.stdout))
+    pd.testing.assert_frame_equal(df.drop(columns="seconds"), same.drop(columns="seconds"))
+    assert "otm" not in set(df.verifier) and "skipping otm" in a.stderr
+    rrsw = df[df.verifier == "rrsw"].iloc[0]
+    assert rrsw.method == "monte-carlo" and rrsw.stderr > 0
+    assert abs(rrsw.gap) < rrsw.alpha_star
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["--verifier", "spec"], 2, "--verifier"),
+    (["--verifier", "hub", "-n", "3"], 1, "n = 2 only"),
+    (["--verifier", "otm", "--vocab", "5000"], 1, "small vocabularies"),
+    (["--verifier", "rrsw", "--method", "exact", "--vocab", "5000"], 1, "monte-carlo"),
+    (["--verifier", "rrs", "--draft-law", "wor"], 1, "lossless for iid"),
+    (["--method", "guess"], 2, "--method"),
+])
+def test_verify_bad_options(args, code, fragment):
+    result = run("verify", "--synthetic", "zipf", "--pairs", "1", *args)
+    assert_clean_error(result, code, "Error", fragment)
+
+
+def test_check_lossless_passes_for_every_verifier():
+    from mdsd_cli import verifier_names
+
+    result = run("check-lossless", "--verifier", "all", "--cases", "3", "--trials", "20000", "-q")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert set(df.verifier) == set(verifier_names())
+    assert df.passed.all() and (df.exact_error.dropna() < 1e-6).all()
+
+
+def test_check_lossless_catches_a_wrong_verifier(monkeypatch):
+    from mdsd_cli.verifiers import VERIFIERS
+
+    from .test_verifiers import RRSWithoutResidualUpdate
+
+    monkeypatch.setitem(VERIFIERS, "broken-rrs", RRSWithoutResidualUpdate)
+    result = run("check-lossless", "--verifier", "broken-rrs", "--verifier", "rrs", "-n", "3", "--cases", "4")
+    assert result.exit_code == 1
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert not df[df.verifier == "broken-rrs"].passed.any()
+    assert df[df.verifier == "rrs"].passed.all()
+    assert "FAILED" in result.stderr and "broken-rrs" in result.stderr

@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from ..errors import MdsdError
 from . import bound as bound_commands
+from . import verify as verify_commands
 from .console import err_console
 
 # click's UsageError, whether typer vendors click or depends on it.
@@ -63,6 +64,8 @@ def _root(
 
 
 app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
+app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
+app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
 app.command("generate", rich_help_panel="Data")(bound_commands.generate)
 
 

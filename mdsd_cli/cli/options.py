@@ -96,3 +96,38 @@ FormatOpt = Annotated[FormatChoice | None, typer.Option(
     "'table' is aligned text for reading; parquet needs --out.", rich_help_panel=OUTPUT_PANEL)]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress bar or summary on stderr.", rich_help_panel=OUTPUT_PANEL)]
+
+VERIFY_PANEL = "Verifiers"
+
+
+class MethodChoice(str, Enum):
+    exact = "exact"
+    monte_carlo = "monte-carlo"
+    auto = "auto"
+
+
+class TestChoice(str, Enum):
+    chi2 = "chi2"
+    g = "g"
+
+
+def _registered_verifiers(values):
+    from ..verifiers import VERIFIERS
+
+    for v in values or []:
+        if v != "all" and v not in VERIFIERS:
+            raise typer.BadParameter(f"{v!r} is not one of {', '.join([*VERIFIERS, 'all'])}")
+    return values
+
+
+VerifierOpt = Annotated[list[str] | None, typer.Option(
+    "--verifier", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, or 'all'. Repeat for several. "
+    "(default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL)]
+MethodOpt = Annotated[MethodChoice, typer.Option(
+    "--method", help="exact (closed form, or enumeration of draft tuples for small V), monte-carlo "
+    "(mean ± standard error over sampled tuples), or auto (exact when possible).", rich_help_panel=VERIFY_PANEL)]
+SamplesOpt = Annotated[int, typer.Option(
+    "--samples", min=2, help="Draft tuples per Monte Carlo estimate.", rich_help_panel=VERIFY_PANEL)]
+VerifySamplerOpt = Annotated[SamplerChoice | None, typer.Option(
+    "--draft-law", help="Draft law for verifiers that accept several (nss, otm); others use their own.",
+    rich_help_panel=VERIFY_PANEL)]

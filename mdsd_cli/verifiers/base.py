@@ -31,6 +31,13 @@ def drafted_mass(law_or_p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
     return np.where(first, values, 0.0).sum(axis=1)
 
 
+def sample_from_law(law: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` independent draws from one law ``[V]`` (inverse CDF, ``O(log V)`` each)."""
+    cdf = np.cumsum(law)
+    out = np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right")
+    return np.minimum(out, law.size - 1).astype(np.int64)
+
+
 def sample_from_laws(laws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One draw from each row of ``laws [M, V]`` (inverse CDF)."""
     cdf = np.cumsum(laws, axis=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import PreparedVerifier, drafted_mass
+from .base import PreparedVerifier, drafted_mass, sample_from_law
 
 
 def _normalised(x: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -56,6 +56,17 @@ class GreedyVerifier(PreparedVerifier):
             return drafted_mass(self.p, drafts)
         a = self._coin(drafts[:, -1])
         return a + (1.0 - a) * drafted_mass(self.residual, drafts)
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        M = drafts.shape[0]
+        if self.whole_support:
+            return sample_from_law(self.p, M, rng)
+        x = drafts[:, -1]
+        out = sample_from_law(self.residual, M, rng)
+        keep = rng.random(M) < self._coin(x)
+        out[keep] = x[keep]
+        return out
 
     def exact_rate(self):
         if self.whole_support:
@@ -135,6 +146,21 @@ class HubVerifier(PreparedVerifier):
         out = rest * (1.0 - acc_hub) * self.residual
         out[i] += acc_i
         out[self.a] += rest * acc_hub
+        return out
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        M = drafts.shape[0]
+        if self.single:
+            out = sample_from_law(self.single_residual, M, rng)
+            out[rng.random(M) < self.p[self.a]] = self.a
+            return out
+        i, acc_i, acc_hub = self._parts(drafts)
+        out = sample_from_law(self.residual, M, rng)
+        hub = rng.random(M) < acc_hub
+        out[hub] = self.a
+        take_i = rng.random(M) < acc_i
+        out[take_i] = i[take_i]
         return out
 
     def acceptance(self, drafts):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import PreparedVerifier, drafted_mass, sample_from_laws
+from .base import PreparedVerifier, drafted_mass, sample_from_law
 from .residual import ResidualFamily
 
 
@@ -86,7 +86,7 @@ class KSeq(PreparedVerifier):
         out = drafts[np.arange(drafts.shape[0]), np.argmax(accepted, axis=1)]
         rejected = ~accepted.any(axis=1)
         if rejected.any():
-            out[rejected] = sample_from_laws(np.broadcast_to(self.residual, (int(rejected.sum()), self.V)), rng)
+            out[rejected] = sample_from_law(self.residual, int(rejected.sum()), rng)
         return out
 
     def exact_rate(self):

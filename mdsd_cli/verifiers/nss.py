@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import PreparedVerifier, drafted_mass, sample_from_laws
+from .base import PreparedVerifier, drafted_mass, sample_from_law
 
 
 class NSS(PreparedVerifier):
@@ -24,8 +24,7 @@ class NSS(PreparedVerifier):
         return drafted_mass(self.p, np.atleast_2d(drafts))
 
     def sample(self, drafts, rng):
-        M = np.atleast_2d(drafts).shape[0]
-        return sample_from_laws(np.broadcast_to(self.p, (M, self.V)), rng)
+        return sample_from_law(self.p, np.atleast_2d(drafts).shape[0], rng)
 
     def exact_rate(self):
         name = self.sampler

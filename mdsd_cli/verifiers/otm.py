@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bounds.lp import MAX_LP_VARIABLES, primal_lp
-from .base import PreparedVerifier
+from .base import PreparedVerifier, drafted_mass, sample_from_law
 
 
 class OTM(PreparedVerifier):
@@ -47,12 +47,23 @@ class OTM(PreparedVerifier):
         a = self.accept[self._set_index(drafts)]
         return a + (1.0 - a.sum()) * self.leftover
 
+    def _set_indices(self, drafts) -> np.ndarray:
+        return np.array([self._set_index(row) for row in np.atleast_2d(drafts)], dtype=np.int64)
+
     def acceptance(self, drafts):
         drafts = np.atleast_2d(drafts)
-        out = np.empty(drafts.shape[0])
-        for m, row in enumerate(drafts):
-            law = self.output_law(row)
-            out[m] = law[np.unique(row)].sum()
+        idx = self._set_indices(drafts)
+        accepted = self.accept[idx].sum(axis=1)
+        return accepted + (1.0 - accepted) * drafted_mass(self.leftover, drafts)
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        idx = self._set_indices(drafts)
+        out = np.empty(drafts.shape[0], dtype=np.int64)
+        for s in np.unique(idx):  # one law per draft set
+            rows = np.flatnonzero(idx == s)
+            law = self.accept[s] + (1.0 - self.accept[s].sum()) * self.leftover
+            out[rows] = sample_from_law(law, rows.size, rng)
         return out
 
     def exact_rate(self):

@@ -1,0 +1,277 @@
+"""``mdsd verify`` and ``mdsd check-lossless``."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import typer
+
+from ..bounds import MAX_LP_VARIABLES, check_problem_size, estimate_lp_variables
+from ..bounds.chain import chain_solve
+from ..errors import InputError, SizeLimitError
+from ..io import build_manifest, check_output_path
+from ..samplers import get_sampler
+from ..verifiers import (
+    VERIFIERS,
+    can_be_exact,
+    exact_rate,
+    get_verifier,
+    monte_carlo_rate,
+    output_distribution,
+    sampled_output_test,
+)
+from ..verifiers.estimation import MAX_ENUMERATION
+from .console import emit_table, info, progress_bar, warn
+from .data import resolve_pairs, synthetic_config
+from .options import (
+    ConcentrationOpt,
+    DataOpt,
+    DraftsOpt,
+    ExponentOpt,
+    FormatOpt,
+    MethodChoice,
+    MethodOpt,
+    NoiseOpt,
+    OutOpt,
+    PairsOpt,
+    QuietOpt,
+    RenormalizeOpt,
+    SamplesOpt,
+    SeedOpt,
+    SyntheticOpt,
+    TemperatureOpt,
+    TestChoice,
+    VerifierOpt,
+    VerifySamplerOpt,
+    VocabOpt,
+)
+
+
+def _expand_verifiers(names, drafts, draft_law):
+    chosen = list(dict.fromkeys(names or ["all"]))
+    explicit = [x for x in chosen if x != "all"]
+    if "all" in chosen:
+        chosen = list(VERIFIERS)
+    combos = []
+    for name in dict.fromkeys(chosen):
+        cls = get_verifier(name)
+        sampler = draft_law if (draft_law and cls.samplers is None) else cls.default_sampler
+        if draft_law and cls.samplers is not None and draft_law not in cls.samplers and name in explicit:
+            raise InputError(f"verifier {name} is lossless for {'/'.join(cls.samplers)} drafts only, "
+                             f"not {draft_law!r}")
+        for n in drafts:
+            if cls.fixed_n is not None and n != cls.fixed_n:
+                if name in explicit:
+                    raise InputError(f"verifier {name} is defined for n = {cls.fixed_n} only, got n = {n}")
+                continue
+            combos.append((name, sampler, n))
+    if not combos:
+        raise InputError("no (verifier, n) combination to compute; hub needs -n 2")
+    return combos, explicit
+
+
+def _rng(seed: int, *keys: int) -> np.random.Generator:
+    # one stream per cell, independent of the order cells are computed in
+    return np.random.default_rng([seed, *keys])
+
+
+def verify(
+    data: DataOpt = None,
+    synthetic: SyntheticOpt = None,
+    pairs: PairsOpt = 4,
+    vocab: VocabOpt = 1000,
+    seed: SeedOpt = 0,
+    concentration: ConcentrationOpt = 1.0,
+    exponent: ExponentOpt = 1.0,
+    noise: NoiseOpt = 1.0,
+    temperature: TemperatureOpt = None,
+    renormalize: RenormalizeOpt = False,
+    verifier: VerifierOpt = None,
+    drafts: DraftsOpt = None,
+    method: MethodOpt = MethodChoice.auto,
+    samples: SamplesOpt = 100_000,
+    draft_law: VerifySamplerOpt = None,
+    out: OutOpt = None,
+    fmt: FormatOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Acceptance rate of each verifier against α* of its draft law.
+
+    One row per (pair, temperature, verifier, n): the acceptance rate P(Y in X)
+    (exact, or Monte Carlo mean with its standard error), α* of the verifier's
+    draft law, the gap α* - rate, and the wall time. Monte Carlo streams are
+    seeded per cell from --seed.
+    """
+    if out is not None:
+        check_output_path(out)
+    base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
+                         concentration=concentration, exponent=exponent, noise=noise, renormalize=renormalize)
+    law = draft_law.value if draft_law is not None else None
+    if law == "all":
+        raise InputError("--draft-law takes one sampler, not 'all'")
+    combos, explicit = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [2])), law)
+    temps = list(dict.fromkeys(temperature or [1.0]))
+    names = list(VERIFIERS)
+
+    # refuse what cannot finish before doing any work
+    runnable = []
+    for name, sampler, n in combos:
+        if name == "otm":
+            try:
+                check_problem_size(base.draft, n, sampler=sampler, solver="primal-lp")
+            except SizeLimitError:
+                need = max(estimate_lp_variables(get_sampler(sampler), row, n) for row in base.draft)
+                message = (f"otm solves an LP with {need:,} variables at V={base.vocab_size}, n={n} "
+                           f"(limit {MAX_LP_VARIABLES:,}); it is for small vocabularies")
+                if name in explicit:
+                    raise SizeLimitError(message) from None
+                warn(f"skipping otm, which {message[4:]}")
+                continue
+            import cvxpy  # noqa: F401  (import before timing, not inside the first pair)
+        runnable.append((name, sampler, n))
+    if not runnable:
+        raise InputError("nothing left to compute after skipping verifiers too large for this vocabulary")
+
+    rows = []
+    total = base.num_pairs * len(temps) * len(runnable)
+    with progress_bar("verify", total, quiet=quiet) as advance:
+        for ti, T in enumerate(temps):
+            batch = base if T == 1.0 else base.at_temperature(T)
+            bound_cache: dict = {}
+            for name, sampler, n in runnable:
+                key = (sampler, n)
+                if key not in bound_cache:
+                    bound_cache[key] = chain_solve(batch.target, batch.draft, n, sampler=sampler,
+                                                   want_sets=False)[0]
+                for i in range(batch.num_pairs):
+                    t0 = time.perf_counter()
+                    v = VERIFIERS[name](batch.target[i], batch.draft[i], n, sampler)
+                    use_exact = method == MethodChoice.exact or (
+                        method == MethodChoice.auto and can_be_exact(v))
+                    if use_exact:
+                        rate, se, how = exact_rate(v), 0.0, "exact"
+                    else:
+                        rng = _rng(seed, i, ti, names.index(name), n)
+                        (rate, se), how = monte_carlo_rate(v, samples, rng), "monte-carlo"
+                    seconds = time.perf_counter() - t0
+                    alpha = float(bound_cache[key][i])
+                    row = {"pair": i}
+                    row.update({k: batch.labels[k][i] for k in batch.labels})
+                    row.update(temperature=T, verifier=name, sampler=sampler, n=n, method=how,
+                               acceptance=rate, stderr=se, alpha_star=alpha, gap=alpha - rate,
+                               seconds=seconds)
+                    rows.append(row)
+                    advance()
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    config = {
+        "data": str(data) if data else None,
+        "synthetic": synthetic_config(synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
+                                      concentration=concentration, exponent=exponent, noise=noise),
+        "temperatures": temps, "verifiers": sorted({c[0] for c in runnable}),
+        "drafts": sorted({c[2] for c in runnable}), "method": method.value, "samples": samples, "seed": seed,
+    }
+    emit_table(df, out=out, fmt=fmt, manifest=build_manifest("verify", config), quiet=quiet)
+
+
+def _random_cases(count: int, vocab_max: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Small random pairs (V from 2 to vocab_max), some with zeros in q."""
+    rng = np.random.default_rng([seed, 7])
+    cases = []
+    for _ in range(count):
+        V = int(rng.integers(2, vocab_max + 1))
+        conc = rng.choice([0.3, 1.0, 3.0])
+        p = rng.dirichlet(np.full(V, conc))
+        q = rng.dirichlet(np.full(V, rng.choice([0.3, 1.0, 3.0])))
+        if rng.random() < 0.3:
+            q[rng.integers(V)] = 0.0
+            q /= q.sum()
+        cases.append((p, q))
+    return cases
+
+
+def check_lossless(
+    verifier: VerifierOpt = None,
+    drafts: DraftsOpt = None,
+    cases: int = typer.Option(10, "--cases", min=1, help="Random small cases (ignored with --data/--synthetic)."),
+    vocab_max: int = typer.Option(6, "--vocab-max", min=2, max=12, help="Largest V of the random cases."),
+    trials: int = typer.Option(50_000, "--trials", min=100, help="Sampled (drafts, output) pairs per check."),
+    alpha: float = typer.Option(0.01, "--alpha", min=0.0, max=1.0,
+                                help="Family-wise significance level (Bonferroni over all checks)."),
+    test: TestChoice = typer.Option(TestChoice.chi2, "--test", help="Pearson chi-square or G-test."),
+    seed: SeedOpt = 0,
+    data: DataOpt = None,
+    synthetic: SyntheticOpt = None,
+    pairs: PairsOpt = 2,
+    vocab: VocabOpt = 1000,
+    temperature: float = typer.Option(1.0, "--temperature", "-t", min=0.0, help="Temperature for --data/--synthetic."),
+    draft_law: VerifySamplerOpt = None,
+    out: OutOpt = None,
+    fmt: FormatOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Check that verifiers are lossless: their output token is distributed as p.
+
+    For every (case, verifier, n): a statistical test (chi-square or G) of the
+    sampled output counts against p over --trials draws, and, where the draft
+    tuples can be enumerated, the exact output law sum_x P(x) P(Y=. | x) against
+    p (tolerance 1e-10; otm 1e-6, its LP tolerance). Exits with code 1 if any
+    check fails. Cases are random small pairs unless --data or --synthetic is given.
+    """
+    if out is not None:
+        check_output_path(out)
+    law = draft_law.value if draft_law is not None else None
+    combos, _ = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [1, 2, 3])), law)
+    if data is not None or synthetic is not None:
+        batch = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
+                              concentration=1.0, exponent=1.0, noise=1.0, renormalize=False)
+        batch = batch if temperature == 1.0 else batch.at_temperature(temperature)
+        pair_list = [(batch.target[i], batch.draft[i]) for i in range(batch.num_pairs)]
+    else:
+        pair_list = _random_cases(cases, vocab_max, seed)
+    checks = len(pair_list) * len(combos)
+    threshold = alpha / checks
+    names = list(VERIFIERS)
+    rows, failures = [], []
+    with progress_bar("lossless", checks, quiet=quiet) as advance:
+        for ci, (p, q) in enumerate(pair_list):
+            for name, sampler, n in combos:
+                try:
+                    v = VERIFIERS[name](p, q, n, sampler)
+                except SizeLimitError as exc:
+                    warn(f"case {ci}: skipping {name} at n={n}: {exc}")
+                    advance()
+                    continue
+                tol = 1e-6 if name == "otm" else 1e-10
+                exact_error = math.nan
+                if v.draft_sampler.estimate_tuples(v.q, v.n) <= MAX_ENUMERATION:
+                    exact_error = float(np.abs(output_distribution(v) - v.p).max())
+                result = sampled_output_test(v, trials, _rng(seed, ci, names.index(name), n, 1), test=test.value)
+                exact_ok = math.isnan(exact_error) or exact_error <= tol
+                passed = exact_ok and result.impossible == 0 and result.pvalue >= threshold
+                rows.append({"case": ci, "vocab": v.V, "verifier": name, "sampler": sampler, "n": n,
+                             "exact_error": exact_error, "statistic": result.statistic, "dof": result.dof,
+                             "pvalue": result.pvalue, "impossible": result.impossible, "passed": passed})
+                if not passed:
+                    failures.append(f"{name} n={n} case {ci}")
+                advance()
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["exact_error"] = df["exact_error"].astype("Float64").mask(df["exact_error"].isna())
+    config = {"verifiers": sorted({c[0] for c in combos}), "drafts": sorted({c[2] for c in combos}),
+              "cases": len(pair_list), "trials": trials, "alpha": alpha, "test": test.value, "seed": seed}
+    emit_table(df, out=out, fmt=fmt, manifest=build_manifest("check-lossless", config), quiet=quiet)
+    if failures:
+        info(f"FAILED {len(failures)} of {len(rows)} checks (family-wise alpha {alpha:g}): "
+             + ", ".join(failures[:10]) + (" ..." if len(failures) > 10 else ""))
+        raise typer.Exit(1)
+    info(f"all {len(rows)} checks passed (family-wise alpha {alpha:g}, per-check p >= {threshold:.2g})",
+         quiet=quiet)
+
+
+__all__ = ["check_lossless", "verify"]
