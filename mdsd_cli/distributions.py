@@ -76,8 +76,8 @@ def check_probabilities(
             f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
             "pass --renormalize (renormalize=True) to rescale"
         )
-    if (sums == 1.0).all():
-        return arr
+    if (np.abs(sums - 1.0) <= 1e-12).all():
+        return arr  # already normalised to ~1 ulp per token: no copy
     # Rows within tolerance are normalised too, so that every α* is computed on
     # exact distributions (a row summing to 1 + 1e-7 could otherwise give α* > 1).
     return arr / sums[:, None]

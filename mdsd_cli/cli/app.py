@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import MdsdError
+from . import bench as bench_commands
 from . import bound as bound_commands
 from . import verify as verify_commands
 from .console import err_console
@@ -67,8 +68,12 @@ app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
 app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
 app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
 app.command("generate", rich_help_panel="Data")(bound_commands.generate)
+app.command("bench", rich_help_panel="Performance")(bench_commands.bench)
 
 
 def main() -> None:
     """Console-script entry point."""
+    from .._malloc import tune_allocator
+
+    tune_allocator()
     app(prog_name="mdsd")

@@ -132,14 +132,27 @@ def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: 
     (any verifier, small V). ``method="monte-carlo"`` returns ``(mean, stderr)``
     over ``samples`` sampled draft tuples, averaging the exact conditional
     acceptance. ``method="auto"``: exact when possible, else Monte Carlo.
+
+    ``[N, V]`` inputs give an ``[N]`` array (exact) or a pair of ``[N]`` arrays
+    (Monte Carlo; row ``i`` uses the ``i``-th stream spawned from ``rng``).
     """
-    v = prepare_verifier(name, p, q, n, sampler=sampler)
-    if method == "exact":
-        return exact_rate(v, max_tuples=max_tuples)
-    if method == "monte-carlo":
-        return monte_carlo_rate(v, samples, np.random.default_rng(rng))
-    if method == "auto":
-        if can_be_exact(v, max_tuples=max_tuples):
-            return exact_rate(v, max_tuples=max_tuples)
-        return monte_carlo_rate(v, samples, np.random.default_rng(rng))
-    raise InputError(f"unknown method {method!r}; choose exact, monte-carlo or auto")
+    if method not in ("exact", "monte-carlo", "auto"):
+        raise InputError(f"unknown method {method!r}; choose exact, monte-carlo or auto")
+    cls = get_verifier(name)
+    P, Q, batched = check_pair(p, q)
+    streams = np.random.default_rng(rng).spawn(P.shape[0]) if batched else [np.random.default_rng(rng)]
+    results = []
+    for i in range(P.shape[0]):
+        v = cls(P[i], Q[i], n, sampler)
+        if method == "exact" or (method == "auto" and can_be_exact(v, max_tuples=max_tuples)):
+            results.append(exact_rate(v, max_tuples=max_tuples))
+        else:
+            results.append(monte_carlo_rate(v, samples, streams[i]))
+    if not batched:
+        return results[0]
+    if all(isinstance(r, float) for r in results):
+        return np.array(results)
+    if any(isinstance(r, float) for r in results):  # auto mixed exact and estimated rows
+        results = [(r, 0.0) if isinstance(r, float) else r for r in results]
+    means, errors = zip(*results)
+    return np.array(means), np.array(errors)

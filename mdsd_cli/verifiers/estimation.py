@@ -30,7 +30,7 @@ def _tuple_law(verifier: PreparedVerifier, max_tuples: int):
 def enumerated_rate(verifier: PreparedVerifier, *, max_tuples: int = MAX_ENUMERATION) -> float:
     """``P(Y in X) = sum_x P(X = x) P(Y in x | X = x)`` over every draft tuple."""
     tuples, prob = _tuple_law(verifier, max_tuples)
-    return float(prob @ verifier.acceptance(tuples))
+    return float((prob * verifier.acceptance(tuples)).sum())
 
 
 def output_distribution(verifier: PreparedVerifier, *, max_tuples: int = MAX_ENUMERATION) -> np.ndarray:

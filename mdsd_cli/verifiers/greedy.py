@@ -177,4 +177,6 @@ class HubVerifier(PreparedVerifier):
         others = np.flatnonzero((self.q > 0) & (np.arange(self.V) != self.a))
         pairs_ia = np.stack((others, np.full(others.size, self.a)), axis=1)
         pairs_ai = np.stack((np.full(others.size, self.a), others), axis=1)
-        return float(self.q[others] @ self.acceptance(pairs_ia) + self.Q[others] @ self.acceptance(pairs_ai))
+        # elementwise products, not BLAS dot: OpenBLAS threads stall on a busy 2-core machine
+        return float((self.q[others] * self.acceptance(pairs_ia)).sum()
+                     + (self.Q[others] * self.acceptance(pairs_ai)).sum())

@@ -31,7 +31,7 @@ class NSS(PreparedVerifier):
         if name == "iid":
             with np.errstate(divide="ignore"):
                 included = -np.expm1(self.n * np.log1p(-np.minimum(self.q, 1.0)))
-            return float(self.p @ included)
+            return float((self.p * included).sum())  # not BLAS dot: its threads stall on busy machines
         if name in ("greedy", "hub"):
             if int(np.count_nonzero(self.q > 0)) < self.n:
                 return float(self.p[self.q > 0].sum())
@@ -40,5 +40,5 @@ class NSS(PreparedVerifier):
             rest[top] = 0.0
             included = rest / rest.sum()
             included[top] = 1.0
-            return float(self.p @ included)
+            return float((self.p * included).sum())
         return None  # wor: inclusion probabilities by enumeration or Monte Carlo

@@ -16,24 +16,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers import ratio_order
-
 
 class ResidualFamily:
     """``G(C)`` and the residual laws ``(p - C q)_+ / G(C)`` for one pair."""
 
     def __init__(self, p: np.ndarray, q: np.ndarray):
         self.p, self.q = p, q
-        self.order = ratio_order(p, q)  # p/q decreasing; q = 0 < p first
+        # Tokens by increasing q/p (= decreasing p/q): p_i > C q_i exactly for the
+        # tokens with key q_i/p_i < 1/C. q = 0 < p gives key 0, p = 0 gives inf or
+        # NaN (sorted last, never above any C). Tie order does not matter here.
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(q > 0, p / q, np.where(p > 0, np.inf, 0.0))
-        self.neg_ratio = -ratio[self.order]  # ascending
+            key = q / p
+        self.order = np.argsort(key)
+        self.sorted_key = key[self.order]
         self.p_in = np.concatenate(([0.0], np.cumsum(p[self.order])))
         self.q_in = np.concatenate(([0.0], np.cumsum(q[self.order])))
 
     def above(self, C) -> np.ndarray:
-        """Number of tokens with ``p_i > C q_i``, i.e. ratio ``> C``."""
-        return np.searchsorted(self.neg_ratio, -np.asarray(C, dtype=np.float64), side="left")
+        """Number of tokens with ``p_i > C q_i``."""
+        C = np.asarray(C, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            limit = 1.0 / C
+        return np.searchsorted(self.sorted_key, limit, side="left")
 
     def G(self, C):
         """``sum_i (p_i - C q_i)_+`` (vectorised over ``C``)."""

@@ -1,0 +1,92 @@
+"""Performance plumbing: batched = unbatched, compiled = pure numpy, and the bench command runs.
+
+Speed itself is measured by ``mdsd bench`` (ratios in one run), never asserted here.
+"""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mdsd_cli import acceptance_rate, optimal_acceptance
+from mdsd_cli._malloc import tune_allocator
+from mdsd_cli._wor_kernel import wor_hit_chain
+from mdsd_cli.bench import FIGURES, BenchConfig, random_pairs, run_benchmarks
+from mdsd_cli.cli.app import app
+
+from .conftest import random_pair
+
+
+def test_batched_acceptance_rate_equals_row_by_row():
+    rng = np.random.default_rng(0)
+    P, Q = zip(*(random_pair(rng, 30, zeros=False) for _ in range(6)))
+    P, Q = np.array(P), np.array(Q)
+    for name, n in (("rrs", 3), ("kseq", 3), ("nss", 2), ("greedy", 3), ("hub", 2)):
+        batch = acceptance_rate(name, P, Q, n)
+        assert batch.shape == (6,)
+        np.testing.assert_allclose(batch, [acceptance_rate(name, P[i], Q[i], n) for i in range(6)], atol=0)
+    means, errors = acceptance_rate("rrsw", P, Q, 3, method="monte-carlo", samples=3000, rng=4)
+    streams = np.random.default_rng(4).spawn(6)
+    for i in range(6):
+        m, e = acceptance_rate("rrsw", P[i], Q[i], 3, method="monte-carlo", samples=3000, rng=streams[i])
+        assert (means[i], errors[i]) == (m, e)
+
+
+def test_compiled_kernels_equal_pure_numpy(monkeypatch):
+    P, Q = random_pairs(5, 3000, seed=1)
+    compiled = {s: optimal_acceptance(P, Q, 4, sampler=s) for s in ("iid", "wor", "greedy")}
+    order = np.argsort(-P[0] / Q[0])
+    hit = wor_hit_chain(Q[0][order], 8)
+    monkeypatch.setenv("MDSD_DISABLE_NUMBA", "1")
+    for s, values in compiled.items():
+        np.testing.assert_allclose(optimal_acceptance(P, Q, 4, sampler=s), values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(wor_hit_chain(Q[0][order], 8), hit, rtol=0, atol=1e-12)
+
+
+def test_iid_scan_kernel_keeps_canonical_prefixes_under_ties():
+    # p/q ties at the minimising boundary: the reported prefix is the canonical one
+    p = np.array([0.3, 0.3, 0.2, 0.2])
+    q = np.array([0.25, 0.25, 0.25, 0.25])
+    from mdsd_cli import solve_optimal_acceptance
+
+    res = solve_optimal_acceptance(p, q, 1)
+    assert res.value == pytest.approx(0.9, abs=1e-15)
+    assert res.token_set.tolist() == [0, 1]
+
+
+def test_run_benchmarks_quick_gives_every_figure():
+    config = BenchConfig.quick()
+    from dataclasses import replace
+
+    config = replace(config, repeats=1, vocab=3000, batch_vocab=500, batch_pairs=8, mc_samples=2000,
+                     mc_vocab=500, lp_vocab=12, memory_pairs=4)
+    rows = run_benchmarks(config)
+    figures = [r["figure"] for r in rows]
+    assert figures[:3] == ["alpha* iid chain", "alpha* greedy", "alpha* wor chain"]
+    assert {"exact rate rrs", "exact rate kseq", "exact rate nss", "exact rate greedy", "rrsw monte-carlo",
+            "chain vs primal-lp", "peak memory, alpha* iid batch", "alpha* iid chain, batch"} <= set(figures)
+    for r in rows:
+        assert r["ratio"] > 0 and r["status"] in ("pass", "short") and r["median_s"] >= 0
+    lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
+    assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
+    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory")
+
+
+def test_bench_command_table_and_bad_figure():
+    runner = CliRunner()
+    result = runner.invoke(app, ["bench", "--quick", "--only", "iid", "--only", "rates", "--repeats", "1",
+                                 "--vocab", "2000"])
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert list(df.figure) == ["alpha* iid chain", "exact rate rrs", "exact rate kseq", "exact rate nss",
+                               "exact rate greedy"]
+    assert "cores" in result.stderr
+    bad = runner.invoke(app, ["bench", "--only", "everything"])
+    assert bad.exit_code == 2 and "unknown figure" in bad.stderr
+
+
+def test_allocator_tuning_is_idempotent():
+    first = tune_allocator()
+    assert tune_allocator() == first
