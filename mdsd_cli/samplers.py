@@ -72,7 +72,7 @@ def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.n
     # Ascending q/p is descending p/q: q = 0 < p gives 0 (first), p = 0 < q gives
     # inf, and 0/0 gives NaN, which argsort puts last.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        key = q / p
+        key = np.abs(q / p)  # abs: a -0.0 entry must not turn into -inf
     order = np.argsort(key, axis=-1)
     if not canonical:
         return order
@@ -86,6 +86,32 @@ def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.n
             for r in np.flatnonzero(tie.any(axis=1)):
                 order[r] = _sort_ties(order[r], sorted_key[r], tie[r])
     return order
+
+
+def packed_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """:func:`ratio_order` by a value sort instead of an argsort (``[N, V]`` rows).
+
+    The non-negative key ``q/p`` is monotone in its IEEE bit pattern; its low
+    ``b = bits(V - 1)`` mantissa bits are replaced by the token index and the
+    int64 words are sorted in place (``numpy.sort`` of values is ~3x faster
+    than ``argsort`` on AVX-512 machines). Ties go to the lower index; keys
+    closer than ``2^-(52 - b)`` relative are ordered by index too, which can
+    move α* by at most about that much (``b = 18`` at V = 152,064: 6e-11).
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    V = p.shape[-1]
+    shift = max(1, int(V - 1).bit_length())
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.abs(q / p)
+    key[np.isnan(key)] = np.inf  # p = q = 0: last
+    packed = key.view(np.int64)
+    packed >>= shift
+    packed <<= shift
+    packed |= np.arange(V, dtype=np.int64)
+    packed.sort(axis=-1)
+    packed &= (1 << shift) - 1
+    return packed
 
 
 def _sort_ties(order, sorted_key, tie):

@@ -90,3 +90,44 @@ def test_bench_command_table_and_bad_figure():
 def test_allocator_tuning_is_idempotent():
     first = tune_allocator()
     assert tune_allocator() == first
+
+
+def test_packed_value_sort_gives_the_canonical_ratio_order():
+    from mdsd_cli.samplers import packed_ratio_order, ratio_order
+
+    P, Q = random_pairs(3, 5000, seed=2)
+    P[:, :10] = Q[:, :10] * 2.0  # exact ties in p/q
+    Q[:, 10:20] = 0.0  # q = 0 < p: first
+    P[:, 20:30] = 0.0  # p = 0: last
+    P[:, 30:40] = Q[:, 30:40] = 0.0  # 0/0: very last
+    P /= P.sum(axis=1, keepdims=True)
+    Q /= Q.sum(axis=1, keepdims=True)
+    packed, exact = packed_ratio_order(P, Q), ratio_order(P, Q)
+    for r in range(3):
+        assert sorted(packed[r]) == list(range(5000))
+        key = np.abs(Q[r] / np.where(P[r] > 0, P[r], np.nan))
+        key = np.where(np.isnan(key) & (Q[r] > 0), np.inf, key)
+        along = key[packed[r]]
+        finite = np.isfinite(along)
+        # sorted up to the 2^-(52 - 13) relative precision the packing keeps
+        assert (np.diff(along[finite]) >= -1e-11 * along[finite][1:]).all()
+        # the special tokens are where the canonical order puts them
+        assert set(packed[r][:10]) == set(exact[r][:10]) == set(range(10, 20))
+        assert set(packed[r][-10:]) == set(range(30, 40))
+
+
+def test_negative_zero_entries_behave_like_zero():
+    rng = np.random.default_rng(9)
+    for V in (50, 5000):
+        p, q = random_pair(rng, V, zeros=False)
+        p[:3] = 0.0
+        q[3:6] = 0.0
+        p /= p.sum()
+        q /= q.sum()
+        neg_p, neg_q = p.copy(), q.copy()
+        neg_p[:3] = -0.0
+        neg_q[3:6] = -0.0
+        for sampler in ("iid", "wor", "greedy"):
+            assert optimal_acceptance(neg_p, neg_q, 3, sampler=sampler) == optimal_acceptance(p, q, 3, sampler=sampler)
+        for name in ("rrs", "kseq"):
+            assert acceptance_rate(name, neg_p, neg_q, 3) == pytest.approx(acceptance_rate(name, p, q, 3), abs=1e-15)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import compiled
-from ..samplers import GreedySampler, get_sampler, ratio_order
+from ..samplers import GreedySampler, get_sampler, packed_ratio_order, ratio_order
 
 #: Rows per chunk are chosen so that one temporary [rows, V] array stays below this many entries.
 CHUNK_ENTRIES = 1 << 22
@@ -92,8 +92,17 @@ def _iid_scan_loops(P, Q, order, n, prewarm):  # pragma: no cover - compiled by 
     return best, size
 
 
+#: From this V on, the iid scan orders tokens by a packed value sort (see
+#: :func:`~mdsd_cli.samplers.packed_ratio_order`; α* to ~1e-10) instead of an argsort.
+PACKED_SORT_FROM = 4096
+
+
 def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
-    order = ratio_order(P, Q, canonical=False)
+    V = P.shape[1]
+    if PACKED_SORT_FROM <= V < 2**40:
+        order = packed_ratio_order(P, Q)  # ties already go to the lower index
+    else:
+        order = ratio_order(P, Q, canonical=False)
     kernel = compiled(_iid_scan_loops)
     if kernel is not None:
         best, sizes = kernel(P, Q, order, n, P.shape[0] > 1)
@@ -101,7 +110,6 @@ def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
         best, sizes = _iid_scan_numpy(P, Q, order, n)
     # The value never depends on how ties in p/q are ordered, but the reported
     # prefix does when its boundary splits a tie: redo those rows canonically.
-    V = P.shape[1]
     for r in np.flatnonzero((sizes > 0) & (sizes < V)):
         i, j = order[r, sizes[r] - 1], order[r, sizes[r]]
         with np.errstate(divide="ignore", invalid="ignore"):

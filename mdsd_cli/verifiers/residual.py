@@ -26,7 +26,7 @@ class ResidualFamily:
         # tokens with key q_i/p_i < 1/C. q = 0 < p gives key 0, p = 0 gives inf or
         # NaN (sorted last, never above any C). Tie order does not matter here.
         with np.errstate(divide="ignore", invalid="ignore"):
-            key = q / p
+            key = np.abs(q / p)  # abs: a -0.0 entry must not turn into -inf
         self.order = np.argsort(key)
         self.sorted_key = key[self.order]
         self.p_in = np.concatenate(([0.0], np.cumsum(p[self.order])))
