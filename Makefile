@@ -31,7 +31,7 @@ bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler
 		--sampler iid --sampler wor --sampler greedy -n 1 -n 2 -n 3 -n 4
 
 bench: $(STAMP) ## Every performance target as a ratio to a baseline timed in the same run
-	$(BIN)/mdsd bench -f table
+	@$(BIN)/mdsd bench -f table
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
