@@ -12,13 +12,18 @@ STAMP  := $(VENV)/.mdsd-installed
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+# torch is pinned to the CPU build first (a wheel on disk here), so that the
+# extra's range is already met and pip never pulls a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet '$(TORCH)'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hf]'
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install mdsd with its dev tools
+install: $(STAMP) ## Create .venv and install mdsd with its dev tools and the hf extra (CPU torch)
 
 test: $(STAMP) ## Install if needed, then run the test suite
 	$(BIN)/python -m pytest -q

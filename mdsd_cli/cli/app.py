@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 from ..errors import MdsdError
 from . import bench as bench_commands
 from . import bound as bound_commands
+from . import datasets as dataset_commands
 from . import verify as verify_commands
 from .console import err_console
 
@@ -68,6 +69,8 @@ app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
 app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
 app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
 app.command("generate", rich_help_panel="Data")(bound_commands.generate)
+app.command("dump", rich_help_panel="Data")(dataset_commands.dump)
+app.command("datasets", rich_help_panel="Data")(dataset_commands.datasets)
 app.command("bench", rich_help_panel="Performance")(bench_commands.bench)
 
 

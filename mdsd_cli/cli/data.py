@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..distributions import PairBatch, dirichlet_pairs, zipf_pairs
 from ..errors import InputError
-from ..io import load_pairs
 
 
 def resolve_pairs(*, data, synthetic, pairs: int, vocab: int, seed: int, concentration: float,
@@ -13,9 +12,12 @@ def resolve_pairs(*, data, synthetic, pairs: int, vocab: int, seed: int, concent
     if data is not None and synthetic is not None:
         raise InputError("give either --data FILE or --synthetic FAMILY, not both")
     if data is not None:
-        return load_pairs(data, renormalize=renormalize)
+        from ..datasets import load_data
+
+        return load_data(data, renormalize=renormalize)
     if synthetic is None:
-        raise InputError("no pairs given: pass --data FILE (.npz/.parquet) or --synthetic zipf|dirichlet")
+        raise InputError("no pairs given: pass --data (a file, a dump directory or a built-in dataset such as "
+                         "pydoc-ngram) or --synthetic zipf|dirichlet")
     family = synthetic.value if hasattr(synthetic, "value") else str(synthetic)
     if family == "dirichlet":
         return dirichlet_pairs(pairs, vocab, concentration=concentration, seed=seed)

@@ -47,8 +47,9 @@ class FormatChoice(str, Enum):
 
 
 DataOpt = Annotated[Path | None, typer.Option(
-    "--data", "-d", help="Pairs file (.npz or .parquet) with target/draft probabilities or logits.",
-    rich_help_panel=DATA_PANEL, dir_okay=False)]
+    "--data", "-d", help="Pairs: a built-in dataset (pydoc-ngram, zipf, dirichlet; see mdsd datasets), a file "
+    "(.npz or .parquet, probabilities or logits) or a dump directory from mdsd dump.",
+    rich_help_panel=DATA_PANEL)]
 RenormalizeOpt = Annotated[bool, typer.Option(
     "--renormalize", help="Rescale rows that do not sum to 1 (within 1e-6) instead of refusing them.",
     rich_help_panel=DATA_PANEL)]
