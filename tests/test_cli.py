@@ -161,7 +161,7 @@ def test_bad_files_and_paths(tmp_path, pair_file):
     assert_clean_error(run("bound", "--data", tmp_path / "missing.npz"), 1, "not found")
     np.savez(tmp_path / "other.npz", logits=np.ones(3))
     assert_clean_error(run("bound", "--data", tmp_path / "other.npz"), 1, "expected 'target' and 'draft'")
-    assert_clean_error(run("bound"), 1, "--data FILE")
+    assert_clean_error(run("bound"), 1, "no pairs given: pass --data")
     assert_clean_error(run("bound", "--data", pair_file, "--synthetic", "zipf"), 1, "not both")
     assert_clean_error(run("bound", "--data", pair_file, "--out", tmp_path / "no" / "x.csv"), 1, "does not exist")
     assert_clean_error(run("generate"), 1, "--out")

@@ -76,6 +76,8 @@ def test_builtin_names_and_errors(tmp_path):
     assert set(BUILTIN) == {"pydoc-ngram", "zipf", "dirichlet"}
     assert load_data("dirichlet").num_pairs == 64
     with pytest.raises(DataFileError, match="built-in dataset"):
+        load_data("pydoc-ngarm")
+    with pytest.raises(DataFileError, match="not found"):
         load_data(tmp_path / "nothing-here")
     with pytest.raises(DataFileError, match="without a dump manifest"):
         load_data(tmp_path)

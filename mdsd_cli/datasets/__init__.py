@@ -52,8 +52,10 @@ def load_data(spec, *, temperature: float = 1.0, renormalize: bool = False) -> P
         pairs = pairs_from_logits(tl, dl, temperature=temperature, source=str(path), metadata=manifest)
         return replace(pairs, labels=labels)
     if not path.exists():
+        if path.suffix or "/" in text:
+            raise DataFileError(f"data file {path} not found")
         raise DataFileError(f"data {text!r} is neither a file nor a built-in dataset "
-                            f"({', '.join(BUILTIN)}); check the path")
+                            f"({', '.join(BUILTIN)}); check the name or path")
     if path.is_dir():
         raise DataFileError(f"{path} is a directory without a dump manifest.json; give a pair file or a dump")
     return load_pairs(path, temperature=temperature, renormalize=renormalize)
