@@ -40,7 +40,7 @@ class BenchConfig:
     batch_pairs: int = 1024
     mc_vocab: int = 32_000
     mc_samples: int = 200_000
-    lp_vocab: int = 700
+    lp_vocab: int = 1000
     lp_drafts: int = 2
     memory_pairs: int = 1024
     repeats: int = 5

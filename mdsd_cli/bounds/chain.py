@@ -23,6 +23,8 @@ import numpy as np
 from .._jit import compiled
 from ..samplers import GreedySampler, get_sampler, packed_ratio_order, ratio_order
 
+#: Gaps above -TIE_TOLERANCE count as 0: α* = 1 with the empty minimising set.
+TIE_TOLERANCE = 1e-13
 #: Rows per chunk are chosen so that one temporary [rows, V] array stays below this many entries.
 CHUNK_ENTRIES = 1 << 22
 
@@ -117,6 +119,10 @@ def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
         if a == b or (np.isnan(a) and np.isnan(b)):
             order[r] = ratio_order(P[r], Q[r])
             best[r : r + 1], sizes[r : r + 1] = _iid_scan_numpy(P[r : r + 1], Q[r : r + 1], order[r : r + 1], n)
+    # α* = 1 up to rounding: report the empty set, not whichever prefix rounded lowest
+    one = best > -TIE_TOLERANCE
+    best = np.where(one, 0.0, best)
+    sizes = np.where(one, 0, sizes)
     values = np.clip(1.0 + best, 0.0, 1.0)
     return values, sizes, order
 
@@ -153,6 +159,8 @@ def chain_solve(P: np.ndarray, Q: np.ndarray, n: int, *, sampler: str = "iid", w
             H = s.hit_probability_chain(Q[i], n, order)
             gap = H - np.concatenate(([0.0], np.cumsum(P[i][order])))
             k = int(np.argmin(gap))
+            if gap[k] > -TIE_TOLERANCE:  # α* = 1 up to rounding: the empty set
+                k = 0
             value = 1.0 + gap[k]
             token_set = np.sort(order[:k])
         values[i] = min(max(value, 0.0), 1.0)

@@ -16,7 +16,7 @@ def bench(
     only: list[str] | None = typer.Option(None, "--only", help=f"Run only these figures: {', '.join(FIGURES)}."),
     repeats: int = typer.Option(5, "--repeats", min=1, help="Timed runs per figure (median and range)."),
     vocab: int | None = typer.Option(None, "--vocab", min=2, help="V of the single-pair figures (default 152064)."),
-    lp_vocab: int | None = typer.Option(None, "--lp-vocab", min=2, help="V of the primal-lp comparison (default 700)."),
+    lp_vocab: int | None = typer.Option(None, "--lp-vocab", min=2, help="V of the primal-lp comparison (default 1000)."),
     lp_drafts: int | None = typer.Option(None, "--lp-drafts", min=1, help="n of the primal-lp comparison (default 2)."),
     memory_pairs: int | None = typer.Option(None, "--memory-pairs", min=1,
                                             help="Pairs of the peak-memory figure (default 1024)."),
