@@ -7,7 +7,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mdsd-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bound bench clean
+EXPERIMENTS := draft-samplers verifier-gap num-drafts scaling
+JOBS ?= 2
+.PHONY: help install test lint bound bench clean reproduce figures findings $(EXPERIMENTS)
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,7 +31,7 @@ test: $(STAMP) ## Install if needed, then run the test suite
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) ## Static checks (ruff)
-	$(BIN)/ruff check mdsd_cli tests benchmarks
+	$(BIN)/ruff check mdsd_cli tests benchmarks experiments
 
 bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler, n = 1..4
 	@$(BIN)/mdsd bound --synthetic zipf --pairs 8 --vocab 32000 --seed 0 \
@@ -37,6 +39,21 @@ bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler
 
 bench: $(STAMP) ## Every performance target as a ratio to a baseline timed in the same run
 	@$(BIN)/mdsd bench -f table
+
+reproduce: $(STAMP) ## Main job: all four experiments, their figures and FINDINGS.md into results/
+	@for e in $(EXPERIMENTS); do $(MAKE) --no-print-directory $$e || exit 1; done
+	@$(MAKE) --no-print-directory findings
+
+$(EXPERIMENTS): $(STAMP)
+	@$(BIN)/mdsd sweep experiments/$@.toml --out results/$@ --jobs $(JOBS)
+	@$(BIN)/mdsd plot results/$@ --quiet
+
+figures: $(STAMP) ## Redraw every figure from the tables in results/
+	@for e in $(EXPERIMENTS); do $(BIN)/mdsd plot results/$$e || exit 1; done
+
+findings: $(STAMP) ## Check the expected findings against results/ and write results/FINDINGS.md
+	@$(BIN)/python experiments/findings.py results > results/FINDINGS.md.tmp && mv results/FINDINGS.md.tmp results/FINDINGS.md
+	@cat results/FINDINGS.md
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,122 @@
+"""``mdsd sweep`` and ``mdsd plot``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import InputError
+from .console import err_console, info
+from .options import QuietOpt
+
+GRID_PANEL = "Grid (override the config)"
+RUN_PANEL = "Execution"
+
+
+def sweep(
+    config: Path | None = typer.Argument(None, help="Sweep config (TOML), e.g. experiments/draft-samplers.toml.",
+                                         dir_okay=False),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default results/<name>).",
+                                    rich_help_panel=RUN_PANEL),
+    data: list[str] | None = typer.Option(None, "--data", "-d", help="Dataset(s): built-in name or path.",
+                                          rich_help_panel=GRID_PANEL),
+    temperature: list[float] | None = typer.Option(None, "--temperature", "-t", min=0.0, rich_help_panel=GRID_PANEL,
+                                                   help="Temperature(s)."),
+    drafts: list[int] | None = typer.Option(None, "--drafts", "-n", min=1, help="Number(s) of drafts.",
+                                            rich_help_panel=GRID_PANEL),
+    sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s) for α*.",
+                                             rich_help_panel=GRID_PANEL),
+    solver: list[str] | None = typer.Option(None, "--solver", help="Solver(s) for α*.", rich_help_panel=GRID_PANEL),
+    verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s).", rich_help_panel=GRID_PANEL),
+    samples: int | None = typer.Option(None, "--samples", min=2, help="Monte Carlo draft tuples per pair.",
+                                       rich_help_panel=GRID_PANEL),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="Sweep seed.", rich_help_panel=GRID_PANEL),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Local worker processes.", rich_help_panel=RUN_PANEL),
+    executor: str = typer.Option("local", "--executor", help="local (processes) or dask.", rich_help_panel=RUN_PANEL),
+    scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://host:8786).",
+                                         rich_help_panel=RUN_PANEL),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
+                                  rich_help_panel=RUN_PANEL),
+    quiet: QuietOpt = False,
+) -> None:
+    """Run a grid of α* and verifier cells; resumable, on local processes or Dask.
+
+    The grid comes from a TOML config and/or the options (which override the
+    config's lists). Each finished cell is stored at once under OUT/cells/, so a
+    rerun skips it; Ctrl-C keeps every finished cell. At the end OUT holds
+    pairs.{parquet,csv} (one row per pair), summary.{csv,parquet} (mean, std,
+    95% interval per cell), timings.csv and manifest.json.
+    """
+    from ..sweep import SweepConfig, run_sweep
+    from .console import progress_bar
+
+    raw: dict = {}
+    if config is not None:
+        cfg = SweepConfig.from_toml(config)
+        raw = cfg.as_dict()
+        raw["datasets"] = [_spec_to_toml(s) for s in cfg.datasets]
+    overrides = {"temperatures": temperature, "drafts": drafts, "samplers": sampler, "solvers": solver,
+                 "verifiers": verifier, "samples": samples, "seed": seed}
+    for key, value in overrides.items():
+        if value:
+            raw[key] = list(value) if isinstance(value, list) else value
+    if data:
+        raw["datasets"] = [{"name": d} if not Path(d).exists() else {"name": Path(d).name, "path": d} for d in data]
+    if not raw:
+        raise InputError("give a sweep config (TOML) or at least --data and --sampler/--verifier")
+    raw.setdefault("name", "sweep")
+    cfg = SweepConfig.from_dict(raw, where=str(config) if config else "options")
+    target = out or Path("results") / cfg.name
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--out {target} is a file; a sweep writes a directory")
+    if executor not in ("local", "dask"):
+        raise InputError(f"unknown executor {executor!r}; choose local or dask")
+    total = len(cfg.cells())
+    with progress_bar("cells", total, quiet=quiet) as advance:
+        last = {"done": None}
+
+        def progress(done, total):
+            if last["done"] is None:
+                advance(done)
+            else:
+                advance(done - last["done"])
+            last["done"] = done
+
+        try:
+            summary = run_sweep(cfg, target, jobs=jobs, executor=executor, scheduler=scheduler, timeout=timeout,
+                                progress=progress)
+        except KeyboardInterrupt:
+            err_console().print(f"Interrupted: finished cells are kept in {target / 'cells'}; rerun the same "
+                                "command to resume.", markup=False)
+            raise typer.Exit(130) from None
+    info(f"{summary.cells} cells ({summary.computed} computed, {summary.reused} reused, {summary.refused} refused "
+         f"as too large) in {summary.seconds:.1f} s -> {summary.out}/summary.csv", quiet=quiet)
+
+
+def _spec_to_toml(spec) -> dict:
+    params = dict(spec.params)
+    if spec.source == "synthetic":
+        d = {"name": spec.name, "synthetic": params.pop("family"), **params}
+        return d
+    d = {"name": spec.name, spec.source: params["ref"]}
+    if spec.pairs is not None:
+        d["pairs"] = spec.pairs
+    return d
+
+
+def plot(
+    results: Path = typer.Argument(..., help="A sweep output directory (with summary.csv and manifest.json).",
+                                   file_okay=False),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Figure directory (default: the results directory).",
+                                    file_okay=False),
+    figure: str | None = typer.Option(None, "--figure", help="samplers, verifier-gap, num-drafts or scaling "
+                                      "(default: from the sweep's config)."),
+    quiet: QuietOpt = False,
+) -> None:
+    """Turn a sweep's tables into PNG and SVG figures (matplotlib)."""
+    from ..plots import plot_results
+
+    written = plot_results(results, out or results, figure=figure)
+    for path in written:
+        info(f"wrote {path}", quiet=quiet)

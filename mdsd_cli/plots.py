@@ -1,0 +1,201 @@
+"""Figures from sweep results (matplotlib, PNG and SVG).
+
+============== =====================================================================
+figure         what it shows
+============== =====================================================================
+samplers       α* against temperature, one line per draft sampler, a panel per n
+verifier-gap   each verifier's acceptance against temperature, with α* of each
+               draft law dashed, a panel per n
+num-drafts     α* per sampler and each verifier's acceptance against n
+scaling        seconds per pair against V for each solver (log-log), a panel per n;
+               sizes a solver refused are marked on the axis ("the wall")
+============== =====================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import DataFileError, InputError
+
+KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
+COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
+          "rrs": "#1f77b4", "rrsw": "#2ca02c", "kseq": "#ff7f0e", "otm": "#17becf", "chain": "#1f77b4",
+          "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "mdsd", "figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3,
+                         "font.size": 9})
+    return plt
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    from .io import atomic_path
+
+    paths = []
+    for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None})):
+        path = out / f"{stem}.{ext}"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=ext, metadata=meta, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def _panels(plt, count: int, title: str):
+    cols = min(count, 3)
+    rows = -(-count // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False, sharey=True,
+                             layout="constrained")
+    fig.suptitle(title)
+    flat = list(axes.ravel())
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return fig, flat
+
+
+def _band(ax, x, rows, color, label, band=True):
+    """Mean over pairs with its 95% interval as a light band."""
+    ax.plot(x, rows["mean"], "-o", color=color, label=label, ms=3, lw=1.4)
+    if band:
+        ax.fill_between(x, rows["ci95_low"], rows["ci95_high"], color=color, alpha=0.1, lw=0)
+
+
+def _need(rows, what: str):
+    if rows.empty:
+        raise DataFileError(f"the sweep has no {what} to plot; pick the figure that matches its grid")
+    return rows
+
+
+def plot_samplers(summary, out: Path) -> list[Path]:
+    plt = _pyplot()
+    rows = _need(summary[(summary.kind == "bound") & (summary.status == "ok")], "α* rows")
+    paths = []
+    for dataset, d in rows.groupby("dataset", sort=False):
+        ns = sorted(d.n.unique())
+        fig, axes = _panels(plt, len(ns), f"α* against temperature — {dataset}")
+        for ax, n in zip(axes, ns):
+            for name, g in d[d.n == n].groupby("name", sort=False):
+                g = g.sort_values("temperature")
+                _band(ax, g.temperature, g, COLORS.get(name), name)
+            ax.set_title(f"n = {n}")
+            ax.set_xlabel("temperature")
+        axes[0].set_ylabel("optimal acceptance α*")
+        axes[0].legend(title="draft sampler")
+        paths += _save(fig, out, f"alpha-vs-temperature-{dataset}")
+        plt.close(fig)
+    return paths
+
+
+def plot_verifier_gap(summary, out: Path) -> list[Path]:
+    plt = _pyplot()
+    rows = _need(summary[(summary.kind == "verify") & (summary.status == "ok")], "verifier rows")
+    paths = []
+    for dataset, d in rows.groupby("dataset", sort=False):
+        ns = sorted(d.n.unique())
+        fig, axes = _panels(plt, len(ns), f"verifiers against α* of their draft law — {dataset}")
+        for ax, n in zip(axes, ns):
+            dn = d[d.n == n]
+            for name, g in dn.groupby("name", sort=False):
+                g = g.sort_values("temperature")
+                _band(ax, g.temperature, g, COLORS.get(name), name, band=False)
+            dashes = iter((":", "--", "-.", (0, (1, 3))))
+            for law, g in dn.groupby("sampler", sort=False):
+                g = g.drop_duplicates("temperature").sort_values("temperature")
+                ax.plot(g.temperature, g.alpha_star_mean, ls=next(dashes), color="black", lw=1.0, alpha=0.7,
+                        label=f"α* {law}")
+            ax.set_title(f"n = {n}")
+            ax.set_xlabel("temperature")
+        axes[0].set_ylabel("acceptance rate P(Y ∈ X)")
+        axes[0].legend(title="verifier / bound", fontsize=7, ncol=2)
+        paths += _save(fig, out, f"verifier-gap-{dataset}")
+        plt.close(fig)
+    return paths
+
+
+def plot_num_drafts(summary, out: Path) -> list[Path]:
+    plt = _pyplot()
+    rows = _need(summary[summary.status == "ok"], "finished cells")
+    paths = []
+    for (dataset, T), d in rows.groupby(["dataset", "temperature"], sort=False):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, squeeze=False, layout="constrained")
+        axes = axes.ravel()
+        fig.suptitle(f"acceptance against the number of drafts — {dataset}, T = {T:g}")
+        for name, g in d[d.kind == "bound"].groupby("name", sort=False):
+            g = g.sort_values("n")
+            _band(axes[0], g.n, g, COLORS.get(name), f"α* {name}")
+        for name, g in d[d.kind == "verify"].groupby("name", sort=False):
+            g = g.sort_values("n")
+            _band(axes[1], g.n, g, COLORS.get(name), name, band=False)
+        axes[0].set_title("optimal acceptance α*")
+        axes[1].set_title("verifiers")
+        for ax in axes:
+            ax.set_xlabel("drafts n")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        axes[0].set_ylabel("acceptance rate")
+        paths += _save(fig, out, f"num-drafts-{dataset}-T{T:g}")
+        plt.close(fig)
+    return paths
+
+
+def plot_scaling(summary, timings, out: Path) -> list[Path]:
+    plt = _pyplot()
+    if timings.empty:
+        raise DataFileError("the sweep has no timings to plot")
+    per = timings.groupby(["vocab", "n", "sampler", "method"], sort=True)["seconds"].median().reset_index()
+    ns = sorted(per.n.unique())
+    styles = {s: st for s, st in zip(sorted(per.sampler.unique()), ("-o", "--s", ":^", "-.v"))}
+    fig, axes = _panels(plt, len(ns), "wall time per pair against V (the LP wall)")
+    for ax, n in zip(axes, ns):
+        for (sampler, method), g in per[per.n == n].groupby(["sampler", "method"], sort=False):
+            ax.loglog(g.vocab, g.seconds, styles[sampler], ms=3, color=COLORS.get(method), label=f"{method}, {sampler}")
+        walls = summary[(summary.n == n) & (summary.status == "refused")]
+        for method, g in walls.groupby("method", sort=False):
+            ax.axvline(g.vocab.min(), color=COLORS.get(method), ls=":", lw=1)
+        ax.set_title(f"n = {n} (dotted: first V refused)")
+        ax.set_xlabel("vocabulary size V")
+    axes[0].set_ylabel("seconds per pair")
+    axes[0].legend(title="solver, draft sampler", fontsize=7)
+    paths = _save(fig, out, "scaling")
+    plt.close(fig)
+    return paths
+
+
+def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
+    """Draw the figure of a sweep directory into ``out``; returns the files written."""
+    import pandas as pd
+
+    results, out = Path(results), Path(out)
+    summary_path = results / "summary.csv"
+    if not summary_path.exists():
+        raise DataFileError(f"{results} has no summary.csv; run mdsd sweep into it first")
+    if not out.exists():
+        raise InputError(f"output directory {out} does not exist; create it first")
+    summary = pd.read_csv(summary_path)
+    if figure is None:
+        try:
+            figure = json.loads((results / "manifest.json").read_text())["config"].get("figure", "none")
+        except (OSError, ValueError, KeyError):
+            figure = "none"
+    if figure in (None, "none"):
+        raise InputError("this sweep names no figure; pass --figure samplers|verifier-gap|num-drafts|scaling")
+    if figure not in KINDS:
+        raise InputError(f"unknown figure {figure!r}; choose {', '.join(KINDS)}")
+    if figure == "samplers":
+        return plot_samplers(summary, out)
+    if figure == "verifier-gap":
+        return plot_verifier_gap(summary, out)
+    if figure == "num-drafts":
+        return plot_num_drafts(summary, out)
+    timings = pd.read_csv(results / "timings.csv") if (results / "timings.csv").stat().st_size > 1 else pd.DataFrame()
+    return plot_scaling(summary, timings, out)
+
+
+__all__ = ["KINDS", "plot_results"]
