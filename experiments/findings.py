@@ -134,7 +134,7 @@ def scaling(results: Path) -> list[str]:
                                                       values="value")
         diffs = {m: (p[m] - p["chain"]).abs().max() for m in p.columns if m != "chain"}
         agreement = ", ".join(f"{m} {d:.1e}" for m, d in diffs.items())
-    med = timings.groupby(["method", "vocab"]).seconds.median()
+    med = timings.groupby(["method", "vocab"]).seconds_median.median()
     big = int(ok[ok.method == "chain"].vocab.max())
     out += ["| solver | n | largest V solved | first V refused |", "|---|---|---|---|", *walls, "",
             f"chain at V = {big:,}: {med.loc[('chain', big)]:.3f} s per pair (median over samplers and n). "

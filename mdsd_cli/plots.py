@@ -149,7 +149,8 @@ def plot_scaling(summary, timings, out: Path) -> list[Path]:
     plt = _pyplot()
     if timings.empty:
         raise DataFileError("the sweep has no timings to plot")
-    per = timings.groupby(["vocab", "n", "sampler", "method"], sort=True)["seconds"].median().reset_index()
+    per = timings.groupby(["vocab", "n", "sampler", "method"], sort=True)["seconds_median"].median().reset_index()
+    per = per.rename(columns={"seconds_median": "seconds"})
     ns = sorted(per.n.unique())
     styles = {s: st for s, st in zip(sorted(per.sampler.unique()), ("-o", "--s", ":^", "-.v"))}
     fig, axes = _panels(plt, len(ns), "wall time per pair against V (the LP wall)")

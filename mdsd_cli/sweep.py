@@ -14,9 +14,9 @@ At the end the cells are combined into
   the verifier's draft law and the gap;
 * ``summary.csv`` / ``summary.parquet``: one row per cell: mean, standard
   deviation, 95% interval (Student t) over pairs, mean gap, pairs, status;
-* ``timings.csv``: wall seconds per (cell, pair) — kept apart so that the
-  tables above are byte-identical whatever machine, executor or ``--jobs``
-  produced them;
+* ``timings.csv``: wall seconds per cell (total, median and max per pair) —
+  kept apart so that the tables above are byte-identical whatever machine,
+  executor or ``--jobs`` produced them;
 * ``manifest.json``: the full config, package versions, git commit, seeds,
   per-cell timings, host.
 
@@ -558,7 +558,11 @@ def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: 
             frame = df.drop(columns="seconds").assign(**ident)
             frame["gap"] = frame["alpha_star"] - frame["value"]
             pair_frames.append(frame)
-            timing_frames.append(df[["pair", "seconds"]].assign(cell=c.key, **ident))
+            seconds_per_pair = df["seconds"].to_numpy()
+            timing_frames.append({"cell": c.key, **ident, "pairs": int(seconds_per_pair.size),
+                                  "seconds_total": float(seconds_per_pair.sum()),
+                                  "seconds_median": float(np.median(seconds_per_pair)),
+                                  "seconds_max": float(seconds_per_pair.max())})
         values = df["value"].to_numpy()
         mean, sd, lo, hi = _interval(values)
         gaps = (df["alpha_star"] - df["value"]).to_numpy()
@@ -572,7 +576,7 @@ def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: 
                "alpha_star", "gap"]
     pairs = pd.concat(pair_frames, ignore_index=True)[columns] if pair_frames else pd.DataFrame(columns=columns)
     summary = pd.DataFrame(summary_rows)
-    timings = pd.concat(timing_frames, ignore_index=True) if timing_frames else pd.DataFrame()
+    timings = pd.DataFrame(timing_frames)
     for name, frame in (("pairs", pairs), ("summary", summary)):
         with atomic_path(out / f"{name}.parquet") as tmp:
             frame.to_parquet(tmp, index=False)
