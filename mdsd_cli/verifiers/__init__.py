@@ -10,6 +10,8 @@ name       draft law   rule
 ``hub``    ``hub``     SpecHub (n = 2)
 ``greedy`` ``greedy``  speculative sampling on the random draft; reaches α*_greedy
 ``otm``    any         optimal transport plan (LP, small V); reaches α*
+``optimal-iid`` ``iid`` Luce choice in priority blocks + speculative sampling; reaches α*
+                       at full vocabulary
 =========  ==========  ==============================================================
 
 Adding a verifier: one module with a :class:`~.base.PreparedVerifier` subclass
@@ -36,12 +38,13 @@ from .estimation import (
 from .greedy import GreedyVerifier, HubVerifier
 from .kseq import KSeq
 from .nss import NSS
+from .optimal import OptimalIID
 from .otm import OTM
 from .rrs import RRS, RRSW
 
 #: Verifier classes by CLI name.
 VERIFIERS: dict[str, type[PreparedVerifier]] = {
-    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM)
+    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM, OptimalIID)
 }
 
 __all__ = [

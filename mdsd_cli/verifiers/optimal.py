@@ -1,0 +1,398 @@
+"""Optimal verifiers: reach α* at full vocabulary, not just compute it.
+
+The construction (for ``iid`` drafts; see ``README`` for the derivation):
+
+1. **Where acceptance is forced.** With ``A*`` the largest minimising prefix of
+   the chain (tokens by decreasing ``p/q``), every optimal coupling accepts a
+   draft in ``A*`` whenever the drafts hit ``A*``, and accepts each token off
+   ``A*`` with its full target mass ``p``.
+2. **Candidate law.** Pick one draft ``Z`` with law ``t``, then run single-draft
+   speculative sampling of ``Z`` against ``p`` (accept with ``min(1, p/t)``,
+   else draw from ``(p - t)_+``). This reaches ``sum_y min(p, t)``, which is α*
+   whenever ``t <= p`` on ``A*`` and ``t >= p`` off it. For iid drafts
+   ``t = min(p, lambda q)`` on ``A*`` and ``t = max(p, kappa q)`` off it are
+   bases of the coverage polymatroid (tight exactly at the chain prefixes where
+   the cumulative target meets ``P(X hits A_k)``).
+3. **Selection rule.** Blocks between consecutive tight prefixes are served in
+   chain order (a draft in an earlier block always wins); inside the first hit
+   block, ``Z`` is a Luce choice: each draft instance gets an exponential key
+   ``E / w_x`` and the smallest key wins. Its law is
+
+   .. math:: c(y) = n q_y w_y \\int_0^\\infty e^{-w_y s} M(s)^{n-1} ds, \\qquad
+             M(s) = o + \\sum_{z \\in B} q_z e^{-w_z s},
+
+   with ``o`` the draft mass after the block. The weights solve
+   ``c(y) = t(y)`` — a fixed point on the function ``M``, accelerated with
+   Anderson mixing. Losslessness never depends on convergence: the
+   speculative step uses the exact ``c`` of the final weights.
+
+Per step: block lookup, ``n`` exponential keys, one coin, and at most one
+draw from a precomputed residual CDF — ``O(n + log V)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .._jit import compiled
+from .._wor_kernel import default_step
+from ..samplers import ratio_order
+from .base import PreparedVerifier, drafted_mass, sample_from_law
+
+#: Relative gap under which a chain prefix counts as tight (block boundary).
+TIGHT = 1e-12
+#: Weights are kept within [WEIGHT_FLOOR, 1] of the block's largest.
+WEIGHT_FLOOR = 1e-14
+
+
+# --- quadrature kernels ------------------------------------------------------------------
+
+def _block_M(qb, w, s, o):  # pragma: no cover - compiled by numba
+    G = s.shape[0]
+    M = np.empty(G)
+    for j in range(G):
+        M[j] = o
+    for y in range(qb.shape[0]):
+        wy = w[y]
+        qy = qb[y]
+        for j in range(G):
+            x = wy * s[j]
+            if x > 745.0:
+                break
+            M[j] += qy * math.exp(-x)
+    return M
+
+
+def _block_F(w, s, Mn, h, left, n):  # pragma: no cover - compiled by numba
+    # F(w_y) = n w_y int e^{-w_y s} M(s)^{n-1} ds and dF/dlog w, trapezoid in log s
+    V = w.shape[0]
+    F = np.empty(V)
+    dF = np.empty(V)
+    G = s.shape[0]
+    for y in range(V):
+        wy = w[y]
+        a = 0.0
+        b = 0.0
+        for j in range(G):
+            x = wy * s[j]
+            if x > 745.0:
+                break
+            e = s[j] * math.exp(-x) * Mn[j]
+            a += e
+            b += e * x
+        a = h * a + left
+        b = h * b
+        F[y] = n * wy * a
+        dF[y] = n * wy * (a - b)  # d F / d log w
+    return F, dF
+
+
+def _kernels():
+    return compiled(_block_M), compiled(_block_F)
+
+
+class _Block:
+    """One priority block: tokens, draft masses, target ratios, outside mass."""
+
+    def __init__(self, tokens, q, t, o, n):
+        self.tokens = tokens
+        self.q = q[tokens]
+        self.rho = t[tokens] / self.q
+        self.o = float(o)
+        self.n = n
+        self.h = default_step(max(n, 1))
+
+    def grid(self, w):
+        lo = 1e-9 / w.max()
+        hi = 60.0 / max(w.min(), 1e-300)
+        G = int(math.ceil(math.log(hi / lo) / self.h)) + 1
+        return np.exp(math.log(lo) + self.h * np.arange(G))
+
+    def evaluate(self, w):
+        """``(F, dF/dlog w, M, grid)`` for the block's own weights."""
+        kM, kF = _kernels()
+        s = self.grid(w)
+        M = (kM or _block_M)(self.q, w, s, self.o)
+        Mn = M ** (self.n - 1)
+        M0 = self.o + self.q.sum()
+        left = s[0] * self.h / math.expm1(self.h) * M0 ** (self.n - 1)
+        F, dF = (kF or _block_F)(w, s, Mn, self.h, left, self.n)
+        return F, dF, s, Mn, left
+
+    def invert(self, w, s, Mn, left, *, max_steps=12, tol=1e-14):
+        """Solve ``F_M(w) = rho`` per token for fixed ``M``: safeguarded Newton in
+        ``log w`` from the given weights, on the tokens not yet converged."""
+        kF = _kernels()[1] or _block_F
+        x = np.log(w)
+        lo = np.full(w.size, math.log(WEIGHT_FLOOR) - 5.0)
+        hi = np.full(w.size, 5.0)
+        target = np.log(self.rho)
+        active = np.arange(w.size)
+        for _ in range(max_steps):
+            F, dF = kF(np.exp(x[active]), s, Mn, self.h, left, self.n)
+            f = np.log(np.maximum(F, 1e-300)) - target[active]
+            lo[active] = np.where(f < 0, x[active], lo[active])
+            hi[active] = np.where(f > 0, x[active], hi[active])
+            slope = dF / np.maximum(F, 1e-300)
+            step = np.where(slope > 1e-12, -f / np.maximum(slope, 1e-12), 0.0)
+            new = x[active] + step
+            # strict: a converged token's zero step sits on its bracket end
+            bad = (new < lo[active]) | (new > hi[active]) | ~np.isfinite(new)
+            new = np.where(bad, 0.5 * (lo[active] + hi[active]), new)
+            done = np.abs(f) <= 4e-16
+            new = np.where(done, x[active], new)
+            moved = np.abs(new - x[active])
+            x[active] = new
+            active = active[(moved > tol) & ~done]
+            if active.size == 0:
+                break
+        return np.exp(x)
+
+
+def _anderson(fixed_map, x0, *, depth=6, tol=1e-13, max_iter=300, clip=None):
+    """Safeguarded Anderson-accelerated fixed point ``x = fixed_map(x)``.
+
+    Returns ``(x, iterations, residual)``. Extrapolated points are clipped to
+    ``clip = (lo, hi)``; when the residual grows the history is dropped and a
+    plain step is taken.
+    """
+    x = x0
+    X, R = [], []
+    best = math.inf
+    res = math.inf
+    for it in range(1, max_iter + 1):
+        gx = fixed_map(x)
+        r = gx - x
+        res = float(np.max(np.abs(r)))
+        if not np.isfinite(res):
+            raise FloatingPointError("fixed-point iteration produced non-finite values")
+        if res < tol:
+            return gx, it, res
+        if res > 2.0 * best:  # extrapolation went astray: restart from the plain step
+            X, R = [], []
+        best = min(best, res)
+        X.append(gx)
+        R.append(r)
+        if len(R) > depth:
+            X.pop(0)
+            R.pop(0)
+        x = gx
+        if len(R) > 1:
+            dR = np.stack([R[i + 1] - R[i] for i in range(len(R) - 1)], axis=1)
+            dX = np.stack([X[i + 1] - X[i] for i in range(len(X) - 1)], axis=1)
+            try:
+                gamma, *_ = np.linalg.lstsq(dR, r, rcond=None)
+                cand = gx - dX @ gamma
+                if np.all(np.isfinite(cand)):
+                    x = cand
+            except np.linalg.LinAlgError:
+                X, R = [gx], [r]
+        if clip is not None:
+            x = np.clip(x, *clip)
+    return x, max_iter, res
+
+
+def _hermite_inverse(xs, fs, dfs, targets):
+    """Invert an increasing function tabulated at ``xs`` (values ``fs``, slopes ``dfs``)
+    at ``targets``: cubic Hermite in ``f``, i.e. with slopes ``1/df``."""
+    k = np.clip(np.searchsorted(fs, targets) - 1, 0, xs.size - 2)
+    f0, f1 = fs[k], fs[k + 1]
+    x0, x1 = xs[k], xs[k + 1]
+    d0, d1 = 1.0 / np.maximum(dfs[k], 1e-300), 1.0 / np.maximum(dfs[k + 1], 1e-300)
+    hstep = f1 - f0
+    u = np.clip((targets - f0) / np.where(hstep > 0, hstep, 1.0), 0.0, 1.0)
+    h00, h10 = 2 * u**3 - 3 * u**2 + 1, u**3 - 2 * u**2 + u
+    h01, h11 = -2 * u**3 + 3 * u**2, u**3 - u**2
+    return h00 * x0 + h10 * hstep * d0 + h01 * x1 + h11 * hstep * d1
+
+
+def solve_block(block: _Block, *, tol=1e-13, max_iter=200):
+    """Luce weights with ``c = t`` on one block; returns ``(w, c, info)``.
+
+    Every weight is ``F_M^{-1}(rho_y)`` for one function ``M``, so the fixed point
+    lives on ``M / M(0)`` over the quadrature grid (a few hundred numbers, whatever
+    V is): Anderson mixing on it, with ``F_M^{-1}`` from a cubic Hermite table of
+    ``log F`` against ``log w``; then exact Newton polishing per token.
+    """
+    kM, kF = _kernels()
+    kM, kF = kM or _block_M, kF or _block_F
+    if block.n == 1 or np.allclose(block.rho, block.rho[0], rtol=1e-15, atol=0):
+        w = np.ones(block.q.size)  # n = 1 or a single target ratio: equal weights are exact
+        F, _, _, _, _ = block.evaluate(w)
+        return w, F * block.q, {"iterations": 0, "residual": 0.0}
+    log_rho = np.log(block.rho)
+    table_x = np.linspace(math.log(WEIGHT_FLOOR) - 1.0, 1.0, 1600)
+    s = block.grid(np.array([WEIGHT_FLOOR, 1.0]))
+    M0 = block.o + block.q.sum()
+    left = s[0] * block.h / math.expm1(block.h) * M0 ** (block.n - 1)
+
+    def weights_for(m, exact):
+        Mn = (np.maximum(m, 0.0) * M0) ** (block.n - 1)
+        F, dF = kF(np.exp(table_x), s, Mn, block.h, left, block.n)
+        x = _hermite_inverse(table_x, np.log(np.maximum(F, 1e-300)), dF / np.maximum(F, 1e-300), log_rho)
+        x -= x.max()
+        if exact:
+            w = block.invert(np.maximum(np.exp(x), WEIGHT_FLOOR), s, Mn, left)
+            x = np.log(w) - np.log(w.max())
+        return np.maximum(np.exp(x), WEIGHT_FLOOR)
+
+    def scaled_M(w):  # M / M(0), in [0, 1]: absolute errors where M is tiny do not matter
+        return kM(block.q, w, s, block.o) / M0
+
+    def fixed_map(m, exact=False):
+        return scaled_M(weights_for(m, exact))
+
+    m = scaled_M(np.ones(block.q.size))
+    m, it1, res1 = _anderson(lambda x: fixed_map(x), m, tol=1e-11, max_iter=max_iter, clip=(0.0, 1.0))
+    m, it2, res2 = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=30, clip=(0.0, 1.0))
+    w = weights_for(m, exact=True)
+    F, _, _, _, _ = block.evaluate(w)  # the exact law of these weights (on their own grid)
+    return w, F * block.q, {"iterations": it1 + it2, "residual": res2}
+
+
+def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
+    """Blocks, Luce weights and the exact candidate law of the optimal iid verifier."""
+    V = p.size
+    order = ratio_order(p, q)
+    Q = np.concatenate(([0.0], np.cumsum(q[order])))
+    P = np.concatenate(([0.0], np.cumsum(p[order])))
+    def phi(x):  # P(X hits a set of draft mass x) = 1 - (1 - x)^n
+        with np.errstate(divide="ignore"):
+            return -np.expm1(n * np.log1p(-np.clip(x, 0.0, 1.0)))
+
+    g = phi(Q) - P
+    K = int(np.flatnonzero(g <= g.min() + 1e-13)[-1])  # the largest minimising prefix
+    star, tail = order[:K], order[K:]
+    t = np.zeros(V)
+    if K:
+        t[star] = _capped(p[star], q[star], float(phi(Q[K])))
+    if K < V:
+        t[tail] = _floored(p[tail], q[tail], float(np.exp(n * np.log1p(-min(Q[K], 1.0)))))
+    T = np.concatenate(([0.0], np.cumsum(t[order])))
+    tight = np.abs(T - phi(Q)) <= TIGHT * np.maximum(1.0, phi(Q))
+    tight[[0, K, V]] = True
+    cuts = np.flatnonzero(tight)
+    blocks, weights, c = [], np.zeros(V), np.zeros(V)
+    info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None}
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        tokens = order[a:b]
+        tokens = tokens[q[tokens] > 0]
+        if tokens.size == 0:
+            continue
+        if a >= K and info["first_tail_block"] is None:
+            info["first_tail_block"] = len(blocks)
+        block = _Block(tokens, q, t, 1.0 - Q[b], n)
+        w, cb, binfo = solve_block(block)
+        weights[tokens] = w
+        c[tokens] = cb
+        blocks.append(tokens)
+        info["blocks"] += 1
+        info["iterations"] = max(info["iterations"], binfo["iterations"])
+        info["residual"] = max(info["residual"], binfo["residual"])
+    return blocks, weights, c, t, info
+
+
+def _capped(p, q, total):
+    """``min(p, lam q)`` summing to ``total`` (bisection on ``lam``)."""
+    if total >= p.sum():
+        return p.copy()
+    lo, hi = 0.0, 1.0
+    while np.minimum(p, hi * q).sum() < total:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.minimum(p, mid * q).sum() < total:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-16 * hi:
+            break
+    return np.minimum(p, hi * q)
+
+
+def _floored(p, q, total):
+    """``max(p, kappa q)`` summing to ``total`` (bisection on ``kappa``)."""
+    if total <= p.sum():
+        return p.copy()
+    lo, hi = 0.0, 1.0
+    while np.maximum(p, hi * q).sum() < total:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.maximum(p, mid * q).sum() < total:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-16 * hi:
+            break
+    return np.maximum(p, lo * q)
+
+
+class OptimalIID(PreparedVerifier):
+    """Reaches α*_iid: block priority + Luce choice of a candidate, then speculative sampling."""
+
+    name = "optimal-iid"
+    description = "optimal verifier for iid drafts (Luce choice in priority blocks + speculative sampling); reaches α*"
+    default_sampler = "iid"
+    samplers = ("iid",)
+
+    def setup(self):
+        t0 = time.perf_counter()
+        blocks, w, c, self.target, self.info = iid_plan(self.p, self.q, self.n)
+        self.setup_seconds = time.perf_counter() - t0
+        self.weights = w
+        self.candidate = c
+        self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
+        for i, tokens in enumerate(blocks):
+            self.block[tokens] = i
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.accept = np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
+        left = np.maximum(self.p - np.minimum(self.p, c), 0.0)
+        self.residual = left / left.sum() if left.sum() > 0 else self.p.copy()
+
+    def choice(self, drafts) -> np.ndarray:
+        """``P(Z = x_i | X)`` for every draft instance ``[M, n]`` (Luce in the first hit block)."""
+        drafts = np.atleast_2d(drafts)
+        blk = self.block[drafts]
+        first = blk.min(axis=1, keepdims=True)
+        w = np.where(blk == first, self.weights[drafts], 0.0)
+        return w / w.sum(axis=1, keepdims=True)
+
+    def output_law(self, drafts):
+        drafts = np.asarray(drafts)
+        z = self.choice(drafts)[0]
+        out = np.zeros(self.V)
+        np.add.at(out, drafts, z * self.accept[drafts])
+        return out + (1.0 - out.sum()) * self.residual
+
+    def acceptance(self, drafts):
+        drafts = np.atleast_2d(drafts)
+        z = self.choice(drafts)
+        taken = (z * self.accept[drafts]).sum(axis=1)
+        return taken + (1.0 - taken) * drafted_mass(self.residual, drafts)
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        M = drafts.shape[0]
+        blk = self.block[drafts]
+        keys = rng.standard_exponential(drafts.shape) / np.maximum(self.weights[drafts], 1e-300)
+        keys = np.where(blk == blk.min(axis=1, keepdims=True), keys, np.inf)
+        z = drafts[np.arange(M), np.argmin(keys, axis=1)]
+        out = sample_from_law(self.residual, M, rng)
+        keep = rng.random(M) < self.accept[z]
+        out[keep] = z[keep]
+        return out
+
+    def exact_rate(self):
+        # Candidates in A* are always accepted (c <= p there) and a rejected tail
+        # candidate's residual lies in A*, which the drafts missed; so
+        # P(Y in X) = sum min(p, c), up to residual mass left on tail tokens.
+        first_tail = self.info["first_tail_block"]
+        if first_tail is not None:
+            in_tail = (self.block >= first_tail) & (self.block < np.iinfo(np.int64).max)
+            if np.maximum(self.p - self.candidate, 0.0)[in_tail].sum() > 1e-12:
+                return None  # not converged to that precision: enumerate or estimate instead
+        return float(np.minimum(self.p, self.candidate).sum())

@@ -1,0 +1,108 @@
+"""Optimal verifiers: exactly lossless and exactly optimal, against enumeration, α* and Monte Carlo."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mdsd_cli import optimal_acceptance
+from mdsd_cli.verifiers import (
+    enumerated_rate,
+    monte_carlo_rate,
+    output_distribution,
+    sampled_output_test,
+)
+from mdsd_cli.verifiers.optimal import OptimalIID
+
+from .conftest import random_pair
+
+
+def luce_candidate_law_by_enumeration(v: OptimalIID) -> np.ndarray:
+    """The law of the chosen candidate Z, from every draft tuple (independent of the quadrature)."""
+    tuples, prob = v.draft_sampler.tuple_law(v.q, v.n)
+    return np.bincount(tuples.ravel(), weights=(v.choice(tuples) * prob[:, None]).ravel(), minlength=v.V)
+
+
+def test_hundreds_of_small_cases_exactly_lossless_and_optimal():
+    rng = np.random.default_rng(2024)
+    worst_loss = worst_gap = 0.0
+    for trial in range(300):
+        V = int(rng.integers(1, 7))
+        n = 1 + trial % 3
+        p, q = random_pair(rng, V)
+        v = OptimalIID(p, q, n)
+        law = output_distribution(v)
+        rate = enumerated_rate(v)
+        bound = optimal_acceptance(p, q, n, sampler="iid", solver="subsets")
+        worst_loss = max(worst_loss, float(np.abs(law - p).max()))
+        worst_gap = max(worst_gap, abs(rate - bound))
+        assert np.abs(law - p).max() <= 1e-12, (p, q, n)
+        assert rate == pytest.approx(bound, abs=1e-9), (p, q, n, v.info)
+        # the closed form agrees with enumeration, and with the LP's α*
+        assert v.exact_rate() == pytest.approx(rate, abs=1e-9)
+    assert worst_loss < 1e-12 and worst_gap < 1e-9
+
+
+def test_quadrature_candidate_law_equals_enumeration():
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        p, q = random_pair(rng, int(rng.integers(2, 8)))
+        v = OptimalIID(p, q, 1 + trial % 4)
+        np.testing.assert_allclose(luce_candidate_law_by_enumeration(v), v.candidate, rtol=0, atol=1e-13)
+
+
+def test_reaches_the_lp_optimum_where_existing_verifiers_fall_short():
+    p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.array([0.1, 0.2, 0.3, 0.4])
+    v = OptimalIID(p, q, 3)
+    lp = optimal_acceptance(p, q, 3, solver="primal-lp")
+    assert enumerated_rate(v) == pytest.approx(lp, abs=1e-9)
+    from mdsd_cli import acceptance_rate
+
+    assert acceptance_rate("kseq", p, q, 3) < lp - 0.05
+
+
+def test_edge_cases():
+    # one-hot q, p = q, disjoint supports, zeros in q where p is positive, V = 1
+    cases = [
+        (np.array([0.2, 0.8]), np.array([1.0, 0.0])),
+        (np.array([0.25, 0.25, 0.5]), np.array([0.25, 0.25, 0.5])),
+        (np.array([0.0, 1.0]), np.array([1.0, 0.0])),
+        (np.array([0.5, 0.3, 0.2]), np.array([0.0, 0.5, 0.5])),
+        (np.array([1.0]), np.array([1.0])),
+    ]
+    for p, q in cases:
+        for n in (1, 2, 3):
+            v = OptimalIID(p, q, n)
+            assert np.abs(output_distribution(v) - p).max() <= 1e-12
+            assert enumerated_rate(v) == pytest.approx(optimal_acceptance(p, q, n), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_large_vocabulary_monte_carlo_and_statistical_losslessness(n):
+    from mdsd_cli import zipf_pairs
+
+    pair = zipf_pairs(1, 3000, seed=3)
+    p, q = pair.target[0], pair.draft[0]
+    v = OptimalIID(p, q, n)
+    bound = optimal_acceptance(p, q, n)
+    assert v.exact_rate() == pytest.approx(bound, abs=1e-10)
+    mean, se = monte_carlo_rate(v, 40_000, np.random.default_rng(1))
+    assert abs(mean - bound) <= 5 * se
+    test = sampled_output_test(v, 200_000, np.random.default_rng(2))
+    assert test.impossible == 0 and test.pvalue > 1e-4
+
+
+def test_sampling_follows_the_conditional_law():
+    from scipy import stats
+
+    p, q = np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.1, 0.2, 0.3, 0.4])
+    v = OptimalIID(p, q, 3)
+    for drafts in itertools.islice(itertools.product(range(4), repeat=3), 0, 64, 9):
+        drafts = np.array(drafts)
+        law = v.output_law(drafts)
+        draws = v.sample(np.broadcast_to(drafts, (20_000, 3)), np.random.default_rng(7))
+        counts = np.bincount(draws, minlength=4)
+        keep = law > 0
+        assert counts[~keep].sum() == 0
+        if keep.sum() > 1:
+            assert stats.chisquare(counts[keep], law[keep] * 20_000).pvalue > 1e-4
