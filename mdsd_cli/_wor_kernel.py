@@ -16,7 +16,11 @@ We substitute ``t = e^u`` and use the trapezoid rule on a uniform grid in ``u``
 within ``O(t^2)`` and the rule's infinite left tail is summed in closed form;
 ``t_hi`` is chosen so that ``(W_k + m_k) t_hi >= 45`` for every prefix, where
 ``m_k`` is the ``n``-th largest rate in ``B_k`` (then the integrand is below
-1e-17). Sweeping ``k`` from ``V`` down to 0 moves one token at a time into
+1e-17). When ``t_hi`` would pass :data:`T_MAX` (rates near the float64 floor,
+down to denormals), the rates are multiplied by a power of two ``2^e`` and the
+grid divided by it: the integral depends on rate x time only, and the scaling
+is exact, so such chains are as accurate as any other (the grid just has more
+points). Sweeping ``k`` from ``V`` down to 0 moves one token at a time into
 ``B`` and updates the Poisson-binomial pmf (truncated below ``n``) on the
 whole grid: ``O(V n G)`` work for a grid of ``G = ln(t_hi / t_lo) / h`` points.
 
@@ -45,14 +49,14 @@ def default_step(n: int) -> float:
 
 #: Left end of the grid; below it the integrand is ``W t`` and summed exactly.
 T_LO = 1e-8
-#: Largest grid end we allow (keeps ``t`` finite for rates near the float64 floor).
+#: Largest grid end used as is; beyond it the rates are rescaled (see :func:`scaled_grid`).
 T_MAX = 1e300
 #: Below this value of ``q t`` the survival ``1 - e^{-qt}`` uses a 4-term series.
 SERIES_CUTOFF = 1e-3
 
 
-def grid_end(qs: np.ndarray, n_eff: int) -> float:
-    """``t_hi`` for a chain ``qs``: ``45 / min_k (W_k + m_k)`` over prefixes that matter."""
+def _smallest_scale(qs: np.ndarray, n_eff: int) -> float | None:
+    """``min_k (W_k + m_k)`` over the prefixes that matter, or None if none does."""
     V = qs.size
     W = np.concatenate(([0.0], np.cumsum(qs)))
     pos = qs > 0
@@ -61,13 +65,39 @@ def grid_end(qs: np.ndarray, n_eff: int) -> float:
     count_suffix = np.cumsum(pos[::-1])[::-1]  # positives in qs[k:]
     valid = np.flatnonzero((W[:V] > 0) & (count_suffix >= n_eff))
     if valid.size == 0:
-        return T_LO * 10.0
+        return None
     if n_eff == 1:
         m = np.maximum.accumulate(qs[::-1])[::-1]
     else:
         m = (compiled(_suffix_kth_largest) or _suffix_kth_largest)(qs, n_eff)
-    best = float(np.min(W[valid] + m[valid]))
-    return float(min(max(45.0 / best, T_LO * 10.0), T_MAX))
+    return float(np.min(W[valid] + m[valid]))
+
+
+def grid_end(qs: np.ndarray, n_eff: int) -> float:
+    """``t_hi`` for a chain ``qs``: ``45 / min_k (W_k + m_k)`` over prefixes that matter,
+    capped at :data:`T_MAX` (:func:`scaled_grid` rescales instead of capping)."""
+    best = _smallest_scale(qs, n_eff)
+    if best is None:
+        return T_LO * 10.0
+    with np.errstate(over="ignore"):
+        return float(min(max(45.0 / best, T_LO * 10.0), T_MAX))
+
+
+def scaled_grid(qs: np.ndarray, n_eff: int, h: float, t_lo: float):
+    """``(rates, t, t_lo)``: the trapezoid grid ``t_lo .. t_hi`` for the chain ``qs``.
+
+    If ``t_hi`` would exceed :data:`T_MAX`, the rates are multiplied by ``2^e``
+    (exact, denormals included) and ``t`` and ``t_lo`` divided by it, ``e``
+    centring the grid's exponent range on 1: ``P(X hits A)`` depends on
+    rate x time only, so nothing is lost.
+    """
+    best = _smallest_scale(qs, n_eff)
+    if best is None or 45.0 / T_MAX <= best:
+        return qs, _grid(grid_end(qs, n_eff), h, t_lo), t_lo
+    log_hi = math.log(45.0) - math.log(best)  # finite even when best is denormal
+    e = int(round((log_hi + math.log(t_lo)) / (2.0 * math.log(2.0))))
+    scaled_lo = math.ldexp(t_lo, -e)
+    return np.ldexp(qs, e), _grid(math.exp(log_hi - e * math.log(2.0)), h, scaled_lo), scaled_lo
 
 
 def _suffix_kth_largest(qs, k):
@@ -89,7 +119,9 @@ def _suffix_kth_largest(qs, k):
 
 
 def _grid(t_hi: float, h: float, t_lo: float) -> np.ndarray:
-    G = int(math.ceil(math.log(t_hi / t_lo) / h)) + 1
+    ratio = t_hi / t_lo
+    span = math.log(ratio) if math.isfinite(ratio) else math.log(t_hi) - math.log(t_lo)
+    G = int(math.ceil(span / h)) + 1
     return np.exp(math.log(t_lo) + h * np.arange(G))
 
 
@@ -102,7 +134,7 @@ def wor_hit_chain_numpy(qs: np.ndarray, n: int, *, h: float | None = None, t_lo:
     V = qs.size
     n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
     h = default_step(n_eff) if h is None else float(h)
-    t = _grid(grid_end(qs, n_eff), h, t_lo)
+    qs, t, t_lo = scaled_grid(qs, n_eff, h, t_lo)
     W = np.concatenate(([0.0], np.cumsum(qs)))
     pmf = np.zeros((n_eff, t.size))
     pmf[0] = 1.0
@@ -110,8 +142,14 @@ def wor_hit_chain_numpy(qs: np.ndarray, n: int, *, h: float | None = None, t_lo:
     left = t_lo * h / math.expm1(h)
     H = np.empty(V + 1)
     H[V] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):  # q t = inf past the grid's useful end: s = 1, c = 0
+        _numpy_sweep(qs, n_eff, t, h, left, W, pmf, less, H)
+    return np.clip(H, 0.0, 1.0)
+
+
+def _numpy_sweep(qs, n_eff, t, h, left, W, pmf, less, H):
     count = 0
-    for k in range(V - 1, -1, -1):
+    for k in range(qs.size - 1, -1, -1):
         qk = qs[k]
         if qk > 0:
             count += 1
@@ -134,7 +172,6 @@ def wor_hit_chain_numpy(qs: np.ndarray, n: int, *, h: float | None = None, t_lo:
             x = Wk * t
             f = t * np.exp(-x) * np.maximum(less, 0.0)
             H[k] = Wk * (h * f.sum() + left)
-    return np.clip(H, 0.0, 1.0)
 
 
 def _wor_hit_chain_loops(qs, n_eff, t, h, left, cutoff):  # pragma: no cover - compiled
@@ -218,5 +255,5 @@ def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float
     qs = np.ascontiguousarray(qs, dtype=np.float64)
     n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
     h = default_step(n_eff) if h is None else float(h)
-    t = _grid(grid_end(qs, n_eff), h, t_lo)
+    qs, t, t_lo = scaled_grid(qs, n_eff, h, t_lo)
     return kernel(qs, n_eff, t, h, t_lo * h / math.expm1(h), SERIES_CUTOFF)

@@ -72,8 +72,11 @@ def check_probabilities(
     off = ~(np.abs(sums - 1.0) <= atol)
     if off.any() and not renormalize:
         row = int(np.argmax(off))
+        stored = getattr(x, "dtype", None)
+        low = (f"; {stored} values carry only ~{np.finfo(stored).precision} significant digits"
+               if stored in (np.float16, np.float32) else "")
         raise InputError(
-            f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}); "
+            f"{name} row {row} sums to {sums[row]:.9g}, not 1 (tolerance {atol:g}{low}); "
             "pass --renormalize (renormalize=True) to rescale"
         )
     if (np.abs(sums - 1.0) <= 1e-12).all():
@@ -171,7 +174,13 @@ def softmax(logits, temperature: float = 1.0) -> np.ndarray:
         raise InputError(f"logits row {int(np.argmax(np.isneginf(top)))} is all -inf; nothing to sample")
     if t == 0:
         return _one_hot_argmax(arr)
-    z = np.exp((arr - top) / t)
+    with np.errstate(over="ignore"):  # logits more than the float64 range apart: exp(-inf) = 0
+        shifted = (arr - top) / t
+        if t > 1.0:  # (l - max) overflowed but (l - max) / T may not: divide first there
+            lost = np.isneginf(shifted) & np.isfinite(arr)
+            if lost.any():
+                shifted = np.where(lost, arr / t - top / t, shifted)
+    z = np.exp(shifted)
     return z / z.sum(axis=1, keepdims=True)
 
 
@@ -188,19 +197,31 @@ def apply_temperature(probs, temperature: float) -> np.ndarray:
         return softmax(np.log(arr), t)
 
 
+def physical_memory() -> int | None:
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return None
+
+
+def check_memory(need: float, what: str, remedy: str) -> None:
+    """Refuse (before allocating) work that needs more than 80% of physical memory.
+
+    ``need`` is in bytes; the message reads ``"<what> would need about X GiB ...; <remedy>"``.
+    """
+    total = physical_memory()
+    if total is not None and need > 0.8 * total:
+        raise SizeLimitError(
+            f"{what} would need about {need / 2**30:.1f} GiB (this machine has {total / 2**30:.1f} GiB); {remedy}"
+        )
+
+
 def check_allocation(num_pairs: int, vocab_size: int, *, arrays: int = 4) -> None:
     """Refuse to allocate ``arrays`` float64 ``[num_pairs, vocab_size]`` arrays if they
     would not fit in physical memory."""
-    need = float(num_pairs) * float(vocab_size) * 8.0 * arrays
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return
-    if need > 0.8 * total:
-        raise SizeLimitError(
-            f"{num_pairs} pairs x V={vocab_size} would need about {need / 2**30:.1f} GiB "
-            f"(this machine has {total / 2**30:.1f} GiB); use fewer pairs or a smaller vocabulary"
-        )
+    check_memory(float(num_pairs) * float(vocab_size) * 8.0 * arrays, f"{num_pairs} pairs x V={vocab_size}",
+                 "use fewer pairs or a smaller vocabulary")
 
 
 @dataclass(frozen=True)

@@ -220,10 +220,27 @@ class DraftSampler:
             )
 
 
+#: Inverse-CDF draws from weights summing to less than this rescale them by 2^600 first (exact),
+#: so that ``u * total`` keeps its digits when the mass left is near the float64 floor.
+TINY_MASS = 1e-290
+
+
+def last_positive(weights: np.ndarray) -> int:
+    """Index of the last entry with positive weight (0 if there is none)."""
+    return max(int(weights.size - 1 - np.argmax(weights[::-1] > 0)), 0)
+
+
 def _cdf_draw(q: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draws from the weights ``q`` (any positive total) for uniforms ``u``.
+
+    Never returns a token of weight 0: rounding at the top end goes to the last
+    positive token, and tiny totals are rescaled exactly before the search.
+    """
     cdf = np.cumsum(q)
+    if cdf[-1] < TINY_MASS:
+        cdf = np.cumsum(np.ldexp(q, 600))
     idx = np.searchsorted(cdf, u * cdf[-1], side="right")
-    return np.minimum(idx, q.size - 1)
+    return np.minimum(idx, last_positive(q))
 
 
 class IIDSampler(DraftSampler):
@@ -279,11 +296,11 @@ class WORSampler(DraftSampler):
         out = np.empty((size, k), dtype=np.int64)
         cdf = np.cumsum(q)
         total = cdf[-1]
+        last = last_positive(q)
         for step in range(k):
             active = np.arange(size)
             for _ in range(64):  # rejection: redraw from q until the token is new
-                draw = np.minimum(np.searchsorted(cdf, rng.random(active.size) * total, side="right"),
-                                  q.size - 1)
+                draw = np.minimum(np.searchsorted(cdf, rng.random(active.size) * total, side="right"), last)
                 fresh = ~np.any(out[active, :step] == draw[:, None], axis=1)
                 out[active[fresh], step] = draw[fresh]
                 active = active[~fresh]
@@ -308,11 +325,16 @@ class WORSampler(DraftSampler):
         k = min(n, support.size)
         tuples = np.array(list(itertools.permutations(support, k)), dtype=np.int64).reshape(-1, k)
         prob = np.ones(tuples.shape[0])
-        taken = np.zeros((tuples.shape[0], q.size), dtype=bool)
-        for j in range(k):
-            remaining = (q[None, :] * ~taken).sum(axis=1)  # summed, not 1 - cumsum: no cancellation
-            prob *= q[tuples[:, j]] / remaining
-            taken[np.arange(tuples.shape[0]), tuples[:, j]] = True
+        # blocks of tuples, so that the [tuples, V] mask stays small (V = 1,000 at n = 2 has a million tuples)
+        step = max(1, (1 << 22) // max(q.size, 1))
+        for start in range(0, tuples.shape[0], step):
+            block = tuples[start : start + step]
+            rows = np.arange(block.shape[0])
+            taken = np.zeros((block.shape[0], q.size), dtype=bool)
+            for j in range(k):
+                remaining = (q[None, :] * ~taken).sum(axis=1)  # summed, not 1 - cumsum: no cancellation
+                prob[start : start + step] *= q[block[:, j]] / remaining
+                taken[rows, block[:, j]] = True
         return tuples, prob
 
 

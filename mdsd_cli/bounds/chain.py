@@ -114,7 +114,7 @@ def _iid_batch(P: np.ndarray, Q: np.ndarray, n: int):
     # prefix does when its boundary splits a tie: redo those rows canonically.
     for r in np.flatnonzero((sizes > 0) & (sizes < V)):
         i, j = order[r, sizes[r] - 1], order[r, sizes[r]]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             a, b = Q[r, i] / P[r, i], Q[r, j] / P[r, j]
         if a == b or (np.isnan(a) and np.isnan(b)):
             order[r] = ratio_order(P[r], Q[r])

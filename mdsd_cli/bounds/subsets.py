@@ -61,7 +61,7 @@ def _wor_set_law(q: np.ndarray, n: int, V: int) -> np.ndarray:
             sub = layer[(layer >> x) & 1 == 1]
             prev = sub ^ (1 << x)
             ok = q_out[prev] > 0
-            law[sub[ok]] += law[prev[ok]] * q[x] / q_out[prev[ok]]
+            law[sub[ok]] += law[prev[ok]] * (q[x] / q_out[prev[ok]])  # ratio first: no denormal product
     law[popcount != k] = 0.0
     return law
 

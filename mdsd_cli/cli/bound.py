@@ -22,6 +22,7 @@ from .options import (
     LPSolverOpt,
     MaxLPOpt,
     NoiseOpt,
+    NoTimingOpt,
     OutOpt,
     PairsOpt,
     QuietOpt,
@@ -76,6 +77,7 @@ def bound(
     max_lp_variables: MaxLPOpt = MAX_LP_VARIABLES,
     out: OutOpt = None,
     fmt: FormatOpt = None,
+    no_timing: NoTimingOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Optimal acceptance rate α* for every pair, sampler, n and solver.
@@ -115,6 +117,8 @@ def bound(
     import pandas as pd
 
     df = pd.DataFrame(rows)
+    if no_timing:
+        df = df.drop(columns="seconds")
     config = {
         "data": str(data) if data else None,
         "synthetic": synthetic_config(synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,

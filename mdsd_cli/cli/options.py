@@ -95,6 +95,9 @@ OutOpt = Annotated[Path | None, typer.Option(
 FormatOpt = Annotated[FormatChoice | None, typer.Option(
     "--format", "-f", help="Table format (default: from --out's extension, else csv). "
     "'table' is aligned text for reading; parquet needs --out.", rich_help_panel=OUTPUT_PANEL)]
+NoTimingOpt = Annotated[bool, typer.Option(
+    "--no-timing", help="Leave out the seconds column, so that the same command and --seed give "
+    "byte-identical tables.", rich_help_panel=OUTPUT_PANEL)]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress bar or summary on stderr.", rich_help_panel=OUTPUT_PANEL)]
 

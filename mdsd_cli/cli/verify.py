@@ -34,6 +34,7 @@ from .options import (
     MethodChoice,
     MethodOpt,
     NoiseOpt,
+    NoTimingOpt,
     OutOpt,
     PairsOpt,
     QuietOpt,
@@ -95,6 +96,7 @@ def verify(
     draft_law: VerifySamplerOpt = None,
     out: OutOpt = None,
     fmt: FormatOpt = None,
+    no_timing: NoTimingOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Acceptance rate of each verifier against α* of its draft law.
@@ -167,6 +169,8 @@ def verify(
     import pandas as pd
 
     df = pd.DataFrame(rows)
+    if no_timing:
+        df = df.drop(columns="seconds")
     config = {
         "data": str(data) if data else None,
         "synthetic": synthetic_config(synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,

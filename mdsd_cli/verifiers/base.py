@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import InputError
-from ..samplers import get_sampler
+from ..samplers import _cdf_draw, get_sampler
 
 
 def drafted_mass(law_or_p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
@@ -33,9 +33,7 @@ def drafted_mass(law_or_p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
 
 def sample_from_law(law: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """``size`` independent draws from one law ``[V]`` (inverse CDF, ``O(log V)`` each)."""
-    cdf = np.cumsum(law)
-    out = np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right")
-    return np.minimum(out, law.size - 1).astype(np.int64)
+    return _cdf_draw(law, rng.random(size)).astype(np.int64)
 
 
 def sample_from_laws(laws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -43,7 +41,8 @@ def sample_from_laws(laws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     cdf = np.cumsum(laws, axis=1)
     u = rng.random(laws.shape[0]) * cdf[:, -1]
     out = (cdf <= u[:, None]).sum(axis=1)
-    return np.minimum(out, laws.shape[1] - 1)
+    last = laws.shape[1] - 1 - np.argmax(laws[:, ::-1] > 0, axis=1)  # never a token of probability 0
+    return np.minimum(out, last)
 
 
 class PreparedVerifier:

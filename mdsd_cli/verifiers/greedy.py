@@ -39,7 +39,8 @@ class GreedyVerifier(PreparedVerifier):
         self.residual = _normalised(np.maximum(self.p - self.r, 0.0), self.p)
 
     def _coin(self, x):
-        return np.minimum(1.0, self.p[x] / self.r[x])
+        with np.errstate(over="ignore"):  # p(x) / r(x) = inf: r(x) near the float64 floor, accept
+            return np.minimum(1.0, self.p[x] / self.r[x])
 
     def output_law(self, drafts):
         if self.whole_support:
@@ -107,13 +108,14 @@ class HubVerifier(PreparedVerifier):
             return
         off = np.ones(self.V, dtype=bool)
         off[a] = False
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.acc1 = np.where(off & (q > 0), np.minimum(1.0, p / q), 0.0)
         p1 = np.where(off, np.maximum(p - q, 0.0), 0.0)  # p'
         q1 = np.where(off, np.maximum(q - p, 0.0), 0.0)  # q'
-        Q = np.where(off, q[a] * q / q[off].sum(), 0.0)  # Q_ai
+        with np.errstate(over="ignore"):  # at the hub itself (masked) when the rest is near the float64 floor
+            Q = np.where(off, q[a] * (q / q[off].sum()), 0.0)  # Q_ai
         self.Q = Q
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.acc2 = np.where(Q > 0, np.minimum(1.0, p1 / Q), 0.0)
         p2 = np.maximum(p1 - Q, 0.0)  # p''
         Q1 = np.maximum(Q - p1, 0.0)  # Q'

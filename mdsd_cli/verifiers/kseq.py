@@ -63,7 +63,8 @@ class KSeq(PreparedVerifier):
 
     def coins(self, drafts):
         x = np.atleast_2d(drafts)
-        return np.minimum(1.0, self.p[x] / (self.rho * self.q[x]))
+        with np.errstate(over="ignore"):  # q(x) near the float64 floor: ratio inf, accept
+            return np.minimum(1.0, self.p[x] / (self.rho * self.q[x]))
 
     def acceptance(self, drafts):
         drafts = np.atleast_2d(drafts)

@@ -29,19 +29,35 @@ class OTM(PreparedVerifier):
         plan = result.plan
         self.value = result.value
         self.set_prob = plan.set_prob
+        self.members = plan.members
         self.index = {tuple(int(t) for t in row if t >= 0): i for i, row in enumerate(plan.members)}
         self.flow = np.zeros((plan.set_prob.size, self.V))
         np.add.at(self.flow, (plan.edge_set, plan.edge_token), plan.flow)
+        self._make_feasible()
         left = np.maximum(self.p - self.flow.sum(axis=0), 0.0)
         self.leftover = left / left.sum() if left.sum() > 0 else self.p.copy()
         # conditional accepted law per set, clipped to a probability
         self.accept = self.flow / self.set_prob[:, None]
         total = self.accept.sum(axis=1, keepdims=True)
         self.accept = np.where(total > 1.0, self.accept / np.maximum(total, 1e-300), self.accept)
+        # A draft set whose probability underflows to 0 (tokens near the float64 floor) is not
+        # in the plan; it accepts nothing and outputs the leftover law (it carries no mass).
+        self.accept = np.vstack((self.accept, np.zeros(self.V)))
+
+    def _make_feasible(self):
+        """Scale the LP's flow down onto its constraints (``sum_S flow(S, y) <= p(y)``,
+        ``sum_y flow(S, y) <= P(S)``): the LP meets them only to its tolerance (~1e-10),
+        which could make the output law miss ``p`` or the rate pass α* by that much."""
+        flow = self.flow
+        per_token = flow.sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            flow *= np.where(per_token > self.p, self.p / per_token, 1.0)[None, :]
+            per_set = flow.sum(axis=1)
+            flow *= np.where(per_set > self.set_prob, self.set_prob / per_set, 1.0)[:, None]
 
     def _set_index(self, drafts) -> int:
         key = tuple(sorted({int(x) for x in np.asarray(drafts).ravel()}))
-        return self.index[key]
+        return self.index.get(key, self.accept.shape[0] - 1)
 
     def output_law(self, drafts):
         a = self.accept[self._set_index(drafts)]
@@ -67,4 +83,11 @@ class OTM(PreparedVerifier):
         return out
 
     def exact_rate(self):
-        return float(self.value)
+        """``sum_S P(S) P(Y in S | S)`` over the plan's draft sets: the rate of the law
+        actually used (after :meth:`_make_feasible`), equal to the LP value within its tolerance."""
+        members = self.members
+        mask = members >= 0
+        rows = np.arange(members.shape[0])
+        accepted = self.accept[rows].sum(axis=1)
+        leftover_in = np.where(mask, self.leftover[np.maximum(members, 0)], 0.0).sum(axis=1)
+        return float(min(max((self.set_prob * (accepted + (1.0 - accepted) * leftover_in)).sum(), 0.0), 1.0))

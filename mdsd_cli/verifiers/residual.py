@@ -22,10 +22,11 @@ class ResidualFamily:
 
     def __init__(self, p: np.ndarray, q: np.ndarray):
         self.p, self.q = p, q
+        self.dtype = np.result_type(p.dtype, q.dtype, np.float64)  # float64, or longdouble for rrsw
         # Tokens by increasing q/p (= decreasing p/q): p_i > C q_i exactly for the
         # tokens with key q_i/p_i < 1/C. q = 0 < p gives key 0, p = 0 gives inf or
         # NaN (sorted last, never above any C). Tie order does not matter here.
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             key = np.abs(q / p)  # abs: a -0.0 entry must not turn into -inf
         self.order = np.argsort(key)
         self.sorted_key = key[self.order]
@@ -34,14 +35,14 @@ class ResidualFamily:
 
     def above(self, C) -> np.ndarray:
         """Number of tokens with ``p_i > C q_i``."""
-        C = np.asarray(C, dtype=np.float64)
+        C = np.asarray(C, dtype=self.dtype)
         with np.errstate(divide="ignore"):
             limit = 1.0 / C
         return np.searchsorted(self.sorted_key, limit, side="left")
 
     def G(self, C):
         """``sum_i (p_i - C q_i)_+`` (vectorised over ``C``)."""
-        C = np.asarray(C, dtype=np.float64)
+        C = np.asarray(C, dtype=self.dtype)
         k = self.above(C)
         return np.maximum(self.p_in[k] - C * self.q_in[k], 0.0)
 
@@ -58,7 +59,7 @@ class ResidualFamily:
         ``p_in[j] - C q_in[j]`` is increasing up to ``above(C)``: a vectorised
         binary search, ``O(log V)`` per draw.
         """
-        C = np.asarray(C, dtype=np.float64)
+        C = np.asarray(C, dtype=self.dtype)
         hi = self.above(C)  # residual support is order[:hi]
         target = rng.random(C.shape) * (self.p_in[hi] - C * self.q_in[hi])
         lo = np.zeros_like(hi)

@@ -10,20 +10,37 @@ acceptance ``1 - prod_k (1 - a_k)`` costs ``O(n log V)`` per tuple.
 For ``rrs`` the ``C_k`` do not depend on the drafts and the rate telescopes:
 
 .. math:: \\alpha_{rrs} = 1 - \\prod_k \\big(1 - \\sum_i \\min(p_k(i), q(i))\\big) = 1 - G(C_{n+1}).
+
+For ``rrsw``, ``C`` grows like ``1 / s_k``: when the undrafted mass can fall
+near the float64 floor (draft probabilities below :data:`WIDE_BELOW`, as
+``softmax`` at temperatures near 0 produces), ``C`` would overflow and the
+products lose their digits in denormals, so such pairs are computed in
+extended precision (``numpy.longdouble``, 64-bit mantissa and 15-bit exponent
+on x86-64; refused where ``longdouble`` is only float64).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ..samplers import top_tokens
 from .base import PreparedVerifier
 from .residual import ResidualFamily
 
+#: ``rrsw`` computes pairs whose smallest positive draft probability is below this in extended precision.
+WIDE_BELOW = 1e-290
+_WIDE = np.longdouble if np.finfo(np.longdouble).maxexp > np.finfo(np.float64).maxexp else None
+
 
 class _RecursiveRejection(PreparedVerifier):
+    #: dtype of the path computations (float64, or longdouble for rrsw on tiny draft probabilities)
+    work = np.float64
+
     def setup(self):
-        self.family = ResidualFamily(self.p, self.q)
+        self.wp = self.p.astype(self.work, copy=False)
+        self.wq = self.q.astype(self.work, copy=False)
+        self.family = ResidualFamily(self.wp, self.wq)
         self.total = self.family.G(0.0)
 
     def _undrafted(self, drafts: np.ndarray) -> np.ndarray:
@@ -38,19 +55,24 @@ class _RecursiveRejection(PreparedVerifier):
         C = np.zeros(M)
         G = np.full(M, self.total)
         a = np.empty((M, k))
+        a = np.empty((M, k), dtype=self.work)
+        C = C.astype(self.work)
+        G = G.astype(self.work)
         for j in range(k):
             x = drafts[:, j]
-            qx = self.q[x]
+            qx = self.wq[x]
             live = G > 0
-            pk = np.maximum(self.p[x] - C * qx, 0.0) / np.where(live, G, 1.0)
-            a[:, j] = np.where(live, np.minimum(1.0, pk * s[:, j] / qx), 1.0)
+            pk = np.maximum(self.wp[x] - C * qx, 0.0) / np.where(live, G, 1.0)
+            with np.errstate(over="ignore", invalid="ignore"):  # s / q(x) may overflow: then accept if p_k(x) > 0
+                coin = np.where(pk > 0, np.minimum(1.0, pk * (s[:, j] / qx)), 0.0)
+            a[:, j] = np.where(live, coin, 1.0)
             C = C + G / s[:, j]
             G = self.family.G(C)
         return a, C
 
     def acceptance(self, drafts):
         a, _ = self.path(drafts)
-        return 1.0 - np.prod(1.0 - a, axis=1)
+        return (1.0 - np.prod(1.0 - a, axis=1)).astype(np.float64)
 
     def output_law(self, drafts):
         drafts = np.asarray(drafts)
@@ -61,7 +83,7 @@ class _RecursiveRejection(PreparedVerifier):
             out[x] += reach * a[0, j]
             reach *= 1.0 - a[0, j]
         if reach > 0:
-            out += reach * self.family.law(C[0])
+            out += (reach * self.family.law(C[0])).astype(np.float64)
         return out
 
     def sample(self, drafts, rng):
@@ -98,28 +120,34 @@ class RRSW(_RecursiveRejection):
     samplers = ("wor",)
 
     def setup(self):
+        positive = self.q[self.q > 0]
+        if positive.size and positive.min() < WIDE_BELOW:
+            if _WIDE is None:  # pragma: no cover - platforms whose longdouble is float64
+                raise InputError(f"rrsw: draft probabilities down to {positive.min():.3g} need extended "
+                                 "precision, which numpy.longdouble does not give on this platform")
+            self.work = _WIDE
         super().setup()
         # Undrafted mass without cancellation: the K most probable tokens are
         # summed explicitly per tuple, the rest once per pair.
         K = min(self.V, max(64, 4 * self.n))
         self.top = top_tokens(self.q, K)
-        self.q_top = self.q[self.top]
+        self.q_top = self.wq[self.top]
         self.rank = np.full(self.V, -1, dtype=np.int64)
         self.rank[self.top] = np.arange(self.top.size)
         rest = np.ones(self.V, dtype=bool)
         rest[self.top] = False
-        self.rest_mass = float(self.q[rest].sum())
+        self.rest_mass = self.wq[rest].sum()
 
     def _undrafted(self, drafts):
         M, k = drafts.shape
-        s = np.empty((M, k))
+        s = np.empty((M, k), dtype=self.work)
         removed = np.zeros((M, self.top.size), dtype=bool)
-        rest_drafted = np.zeros(M)
+        rest_drafted = np.zeros(M, dtype=self.work)
         rows = np.arange(M)
         for j in range(k):
             s[:, j] = (self.rest_mass - rest_drafted) + np.where(removed, 0.0, self.q_top).sum(axis=1)
             r = self.rank[drafts[:, j]]
             in_top = r >= 0
             removed[rows[in_top], r[in_top]] = True
-            rest_drafted += np.where(in_top, 0.0, self.q[drafts[:, j]])
+            rest_drafted += np.where(in_top, 0.0, self.wq[drafts[:, j]])
         return s
