@@ -50,33 +50,70 @@ WEIGHT_FLOOR = 1e-14
 
 # --- quadrature kernels ------------------------------------------------------------------
 
+#: Below this value of ``w s`` the exponential is a 4-term series (error < 1e-18).
+SERIES = 1e-4
+
+
 def _block_M(qb, w, s, o):  # pragma: no cover - compiled by numba
+    # M(s_j) = o + sum_y q_y e^{-w_y s_j}. Tokens sorted by weight: those with
+    # w s_j < SERIES enter through prefix moments of q w^k, those with
+    # w s_j > 745 not at all, and only the window in between needs exponentials.
     G = s.shape[0]
+    V = qb.shape[0]
+    order = np.argsort(w)
+    ws = w[order]
+    qs = qb[order]
+    S0 = np.zeros(V + 1)
+    S1 = np.zeros(V + 1)
+    S2 = np.zeros(V + 1)
+    S3 = np.zeros(V + 1)
+    for i in range(V):
+        S0[i + 1] = S0[i] + qs[i]
+        S1[i + 1] = S1[i] + qs[i] * ws[i]
+        S2[i + 1] = S2[i] + qs[i] * ws[i] ** 2
+        S3[i + 1] = S3[i] + qs[i] * ws[i] ** 3
     M = np.empty(G)
     for j in range(G):
-        M[j] = o
-    for y in range(qb.shape[0]):
-        wy = w[y]
-        qy = qb[y]
-        for j in range(G):
-            x = wy * s[j]
-            if x > 745.0:
-                break
-            M[j] += qy * math.exp(-x)
+        sj = s[j]
+        lo = np.searchsorted(ws, SERIES / sj)
+        hi = np.searchsorted(ws, 745.0 / sj, side="right")
+        total = o + S0[lo] - sj * S1[lo] + 0.5 * sj * sj * S2[lo] - sj * sj * sj / 6.0 * S3[lo]
+        for i in range(lo, hi):
+            total += qs[i] * math.exp(-ws[i] * sj)
+        M[j] = total
     return M
 
 
 def _block_F(w, s, Mn, h, left, n):  # pragma: no cover - compiled by numba
-    # F(w_y) = n w_y int e^{-w_y s} M(s)^{n-1} ds and dF/dlog w, trapezoid in log s
+    # F(w_y) = n w_y int e^{-w_y s} M(s)^{n-1} ds and dF/dlog w, trapezoid in
+    # log s. Grid points with w s < SERIES enter through prefix moments of
+    # s^(1+k) M^(n-1); points with w s > 745 contribute nothing.
     V = w.shape[0]
+    G = s.shape[0]
+    B = np.zeros((5, G + 1))
+    for j in range(G):
+        base = s[j] * Mn[j]
+        sk = 1.0
+        for k in range(5):
+            B[k, j + 1] = B[k, j] + base * sk
+            sk *= s[j]
+    log_s0 = math.log(s[0])
     F = np.empty(V)
     dF = np.empty(V)
-    G = s.shape[0]
     for y in range(V):
         wy = w[y]
-        a = 0.0
-        b = 0.0
-        for j in range(G):
+        j0 = int(math.ceil((math.log(SERIES / wy) - log_s0) / h))
+        j0 = min(max(j0, 0), G)
+        while j0 > 0 and wy * s[j0 - 1] >= SERIES:  # guard the rounding of the index
+            j0 -= 1
+        while j0 < G and wy * s[j0] < SERIES:
+            j0 += 1
+        # series part: sum s Mn e^{-w s} = B0 - w B1 + w^2/2 B2 - w^3/6 B3 + w^4/24 B4
+        w2 = wy * wy
+        a = B[0, j0] - wy * B[1, j0] + 0.5 * w2 * B[2, j0] - w2 * wy / 6.0 * B[3, j0] + w2 * w2 / 24.0 * B[4, j0]
+        # sum s Mn e^{-w s} (w s) = w B1 - w^2 B2 + w^3/2 B3 - w^4/6 B4
+        b = wy * B[1, j0] - w2 * B[2, j0] + 0.5 * w2 * wy * B[3, j0] - w2 * w2 / 6.0 * B[4, j0]
+        for j in range(j0, G):
             x = wy * s[j]
             if x > 745.0:
                 break
@@ -106,7 +143,7 @@ class _Block:
         self.h = default_step(max(n, 1))
 
     def grid(self, w):
-        lo = 1e-9 / w.max()
+        lo = 1e-8 / w.max()
         hi = 60.0 / max(w.min(), 1e-300)
         G = int(math.ceil(math.log(hi / lo) / self.h)) + 1
         return np.exp(math.log(lo) + self.h * np.arange(G))
@@ -128,7 +165,7 @@ class _Block:
         kF = _kernels()[1] or _block_F
         x = np.log(w)
         lo = np.full(w.size, math.log(WEIGHT_FLOOR) - 5.0)
-        hi = np.full(w.size, 5.0)
+        hi = np.full(w.size, -math.log(WEIGHT_FLOOR) + 5.0)
         target = np.log(self.rho)
         active = np.arange(w.size)
         for _ in range(max_steps):
@@ -224,20 +261,29 @@ def solve_block(block: _Block, *, tol=1e-13, max_iter=200):
         F, _, _, _, _ = block.evaluate(w)
         return w, F * block.q, {"iterations": 0, "residual": 0.0}
     log_rho = np.log(block.rho)
-    table_x = np.linspace(math.log(WEIGHT_FLOOR) - 1.0, 1.0, 1600)
-    s = block.grid(np.array([WEIGHT_FLOOR, 1.0]))
+    # Weights are defined up to scale. With draft mass after the block (o > 0)
+    # anchor the largest weight at 1; without it the first tokens can sit near
+    # the top of F's range and need huge weights, so anchor the smallest at 1.
+    span = -math.log(WEIGHT_FLOOR)
+    top = block.o > 0
+    table_x = np.linspace(-span - 1.0, 1.0, 1600) if top else np.linspace(-1.0, span + 1.0, 1600)
+    w_lo, w_hi = (WEIGHT_FLOOR, 1.0) if top else (1.0, 1.0 / WEIGHT_FLOOR)
+    s = block.grid(np.array([w_lo, w_hi]))
     M0 = block.o + block.q.sum()
     left = s[0] * block.h / math.expm1(block.h) * M0 ** (block.n - 1)
+
+    def anchored(x):
+        x = x - (x.max() if top else x.min())
+        return np.clip(np.exp(x), w_lo, w_hi)
 
     def weights_for(m, exact):
         Mn = (np.maximum(m, 0.0) * M0) ** (block.n - 1)
         F, dF = kF(np.exp(table_x), s, Mn, block.h, left, block.n)
         x = _hermite_inverse(table_x, np.log(np.maximum(F, 1e-300)), dF / np.maximum(F, 1e-300), log_rho)
-        x -= x.max()
+        w = anchored(x)
         if exact:
-            w = block.invert(np.maximum(np.exp(x), WEIGHT_FLOOR), s, Mn, left)
-            x = np.log(w) - np.log(w.max())
-        return np.maximum(np.exp(x), WEIGHT_FLOOR)
+            w = anchored(np.log(block.invert(w, s, Mn, left)))
+        return w
 
     def scaled_M(w):  # M / M(0), in [0, 1]: absolute errors where M is tiny do not matter
         return kM(block.q, w, s, block.o) / M0
@@ -245,7 +291,9 @@ def solve_block(block: _Block, *, tol=1e-13, max_iter=200):
     def fixed_map(m, exact=False):
         return scaled_M(weights_for(m, exact))
 
-    m = scaled_M(np.ones(block.q.size))
+    # F is close to linear in w for small weights: w proportional to the target
+    # ratio is a far better start than equal weights (~10x fewer iterations)
+    m = scaled_M(anchored(log_rho))
     m, it1, res1 = _anderson(lambda x: fixed_map(x), m, tol=1e-11, max_iter=max_iter, clip=(0.0, 1.0))
     m, it2, res2 = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=30, clip=(0.0, 1.0))
     w = weights_for(m, exact=True)
