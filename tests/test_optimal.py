@@ -106,3 +106,49 @@ def test_sampling_follows_the_conditional_law():
         assert counts[~keep].sum() == 0
         if keep.sum() > 1:
             assert stats.chisquare(counts[keep], law[keep] * 20_000).pvalue > 1e-4
+
+
+# --- drafts without replacement --------------------------------------------------------------
+
+def test_optimal_wor_hundreds_of_small_cases():
+    from mdsd_cli.verifiers.optimal import OptimalWOR
+
+    rng = np.random.default_rng(77)
+    for trial in range(300):
+        V = int(rng.integers(1, 7))
+        n = 1 + trial % 3
+        p, q = random_pair(rng, V)
+        v = OptimalWOR(p, q, n)
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
+        bound = optimal_acceptance(p, q, n, sampler="wor", solver="subsets")
+        assert enumerated_rate(v) == pytest.approx(bound, abs=1e-9), (p, q, n, v.info)
+
+
+def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
+    import mdsd_cli.verifiers.optimal as optimal
+
+    rng = np.random.default_rng(8)
+    monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)  # force the full-vocabulary path at small V
+    for _ in range(40):
+        p, q = random_pair(rng, int(rng.integers(3, 9)), zeros=False)
+        v = optimal.OptimalWOR(p, q, 2)
+        assert v.info["method"] == "pair formula"
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12
+        assert enumerated_rate(v) == pytest.approx(optimal_acceptance(p, q, 2, sampler="wor"), abs=1e-9)
+
+
+def test_optimal_wor_at_larger_vocabulary_and_its_limits():
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.errors import SizeLimitError
+    from mdsd_cli.verifiers.optimal import OptimalWOR
+
+    pair = zipf_pairs(1, 3000, seed=4)
+    p, q = pair.target[0], pair.draft[0]
+    v = OptimalWOR(p, q, 2)
+    bound = optimal_acceptance(p, q, 2, sampler="wor")
+    assert v.exact_rate() == pytest.approx(bound, abs=1e-10)
+    mean, se = monte_carlo_rate(v, 40_000, np.random.default_rng(3))
+    assert abs(mean - bound) <= 5 * se
+    assert sampled_output_test(v, 150_000, np.random.default_rng(4)).pvalue > 1e-4
+    with pytest.raises(SizeLimitError, match="n <= 2"):
+        OptimalWOR(p, q, 3)

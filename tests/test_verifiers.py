@@ -19,7 +19,7 @@ from mdsd_cli.verifiers.residual import ResidualFamily
 
 from .conftest import random_pair, reference_cases
 
-ALL = ["nss", "rrs", "rrsw", "kseq", "hub", "greedy", "otm", "optimal-iid"]
+ALL = ["nss", "rrs", "rrsw", "kseq", "hub", "greedy", "otm", "optimal-iid", "optimal-wor"]
 
 
 def ns_for(name):
@@ -30,7 +30,7 @@ def test_registry():
     assert verifier_names() == ALL
     defaults = {name: VERIFIERS[name].default_sampler for name in ALL}
     assert defaults == {"nss": "iid", "rrs": "iid", "rrsw": "wor", "kseq": "iid", "hub": "hub",
-                        "greedy": "greedy", "otm": "iid", "optimal-iid": "iid"}
+                        "greedy": "greedy", "otm": "iid", "optimal-iid": "iid", "optimal-wor": "wor"}
 
 
 @pytest.mark.parametrize("case", reference_cases(), ids=lambda c: c["name"])

@@ -12,6 +12,8 @@ name       draft law   rule
 ``otm``    any         optimal transport plan (LP, small V); reaches α*
 ``optimal-iid`` ``iid`` Luce choice in priority blocks + speculative sampling; reaches α*
                        at full vocabulary
+``optimal-wor`` ``wor`` the same for drafts without replacement; reaches α* (full
+                       vocabulary for n <= 2, enumerable draft sets otherwise)
 =========  ==========  ==============================================================
 
 Adding a verifier: one module with a :class:`~.base.PreparedVerifier` subclass
@@ -38,13 +40,13 @@ from .estimation import (
 from .greedy import GreedyVerifier, HubVerifier
 from .kseq import KSeq
 from .nss import NSS
-from .optimal import OptimalIID
+from .optimal import OptimalIID, OptimalWOR
 from .otm import OTM
 from .rrs import RRS, RRSW
 
 #: Verifier classes by CLI name.
 VERIFIERS: dict[str, type[PreparedVerifier]] = {
-    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM, OptimalIID)
+    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM, OptimalIID, OptimalWOR)
 }
 
 __all__ = [

@@ -301,28 +301,38 @@ def solve_block(block: _Block, *, tol=1e-13, max_iter=200):
     return w, F * block.q, {"iterations": it1 + it2, "residual": res2}
 
 
-def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
-    """Blocks, Luce weights and the exact candidate law of the optimal iid verifier."""
+def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler):
+    """The chain, the largest minimising prefix ``K``, the targets and the tight cuts.
+
+    ``t = min(p, lambda q)`` on ``A* = chain[:K]`` (summing to ``P(X hits A*)``) and
+    ``t = max(p, kappa q)`` after it (summing to ``P(X misses A*)``); the cuts are
+    the chain prefixes where the cumulative target meets ``P(X hits A_k)``.
+    """
     V = p.size
     order = ratio_order(p, q)
-    Q = np.concatenate(([0.0], np.cumsum(q[order])))
+    H = sampler.hit_probability_chain(q, n, order)
     P = np.concatenate(([0.0], np.cumsum(p[order])))
-    def phi(x):  # P(X hits a set of draft mass x) = 1 - (1 - x)^n
-        with np.errstate(divide="ignore"):
-            return -np.expm1(n * np.log1p(-np.clip(x, 0.0, 1.0)))
-
-    g = phi(Q) - P
+    g = H - P
     K = int(np.flatnonzero(g <= g.min() + 1e-13)[-1])  # the largest minimising prefix
     star, tail = order[:K], order[K:]
     t = np.zeros(V)
     if K:
-        t[star] = _capped(p[star], q[star], float(phi(Q[K])))
+        t[star] = _capped(p[star], q[star], float(H[K]))
     if K < V:
-        t[tail] = _floored(p[tail], q[tail], float(np.exp(n * np.log1p(-min(Q[K], 1.0)))))
+        t[tail] = _floored(p[tail], q[tail], float(1.0 - H[K]))
     T = np.concatenate(([0.0], np.cumsum(t[order])))
-    tight = np.abs(T - phi(Q)) <= TIGHT * np.maximum(1.0, phi(Q))
+    tight = np.abs(T - H) <= TIGHT * np.maximum(1.0, H)
     tight[[0, K, V]] = True
-    cuts = np.flatnonzero(tight)
+    return order, K, t, np.flatnonzero(tight)
+
+
+def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
+    """Blocks, Luce weights and the exact candidate law of the optimal iid verifier."""
+    from ..samplers import SAMPLERS
+
+    V = p.size
+    order, K, t, cuts = chain_targets(p, q, n, SAMPLERS["iid"])
+    Q = np.concatenate(([0.0], np.cumsum(q[order])))
     blocks, weights, c = [], np.zeros(V), np.zeros(V)
     info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None}
     for a, b in zip(cuts[:-1], cuts[1:]):
@@ -379,17 +389,73 @@ def _floored(p, q, total):
     return np.maximum(p, lo * q)
 
 
-class OptimalIID(PreparedVerifier):
-    """Reaches α*_iid: block priority + Luce choice of a candidate, then speculative sampling."""
+def solve_enumerated(members: np.ndarray, prob: np.ndarray, block_of: np.ndarray, tokens: np.ndarray,
+                     t: np.ndarray, V: int, *, tol=1e-14, max_iter=100):
+    """Luce weights on one block from the exact law of the draft set (any sampler, small V).
 
-    name = "optimal-iid"
-    description = "optimal verifier for iid drafts (Luce choice in priority blocks + speculative sampling); reaches α*"
-    default_sampler = "iid"
-    samplers = ("iid",)
+    ``members``/``prob`` is the set law; the sets whose first hit block is this
+    one choose among their tokens in the block. Newton on ``log w`` (the
+    Jacobian ``sum_S P(S) (diag(pi) - pi pi^T)`` is exact), minimum-norm steps
+    for the scale direction, backtracking on ``|c - t|``.
+    """
+    big = np.iinfo(np.int64).max
+    b = int(block_of[tokens[0]])
+    blk = np.where(members >= 0, block_of[np.maximum(members, 0)], big)
+    mine = blk.min(axis=1) == b
+    S = np.where(blk[mine] == b, members[mine], -1)
+    P = prob[mine]
+    local = np.full(V, -1)
+    local[tokens] = np.arange(tokens.size)
+    L = np.where(S >= 0, local[np.maximum(S, 0)], -1)
+    target = t[tokens]
+
+    def law(x):
+        w = np.where(L >= 0, np.exp(x[np.maximum(L, 0)]), 0.0)
+        pi = w / w.sum(axis=1, keepdims=True)
+        c = np.zeros(tokens.size)
+        np.add.at(c, L[L >= 0], (pi * P[:, None])[L >= 0])
+        return c, pi
+
+    x = np.log(np.maximum(target / np.maximum(
+        np.bincount(L[L >= 0], weights=np.broadcast_to(P[:, None], L.shape)[L >= 0], minlength=tokens.size),
+        1e-300), 1e-300))
+    x -= x.max()
+    c, pi = law(x)
+    iterations = 0
+    while iterations < max_iter:
+        r = c - target
+        if np.abs(r).max() <= tol:
+            break
+        iterations += 1
+        J = np.zeros((tokens.size, tokens.size))
+        k = L.shape[1]
+        for i in range(k):
+            for j in range(k):
+                ok = (L[:, i] >= 0) & (L[:, j] >= 0)
+                val = P[ok] * pi[ok, i] * ((i == j) - pi[ok, j])
+                np.add.at(J, (L[ok, i], L[ok, j]), val)
+        step, *_ = np.linalg.lstsq(J, -r, rcond=None)
+        lam = 1.0
+        while lam > 1e-6:
+            xn = np.clip(x + lam * step, -60.0, 60.0)
+            cn, pin = law(xn)
+            if np.abs(cn - target).max() < np.abs(r).max():
+                break
+            lam *= 0.5
+        x, c, pi = xn - xn.max(), cn, pin
+    w = np.maximum(np.exp(x), 1e-300)
+    return w, c, {"iterations": iterations, "residual": float(np.abs(c - target).max())}
+
+
+class _LuceVerifier(PreparedVerifier):
+    """Shared machinery: priority blocks, Luce choice of a candidate, speculative sampling."""
+
+    def plan(self):  # -> (blocks, weights, candidate law, target, info)
+        raise NotImplementedError
 
     def setup(self):
         t0 = time.perf_counter()
-        blocks, w, c, self.target, self.info = iid_plan(self.p, self.q, self.n)
+        blocks, w, c, self.target, self.info = self.plan()
         self.setup_seconds = time.perf_counter() - t0
         self.weights = w
         self.candidate = c
@@ -438,9 +504,201 @@ class OptimalIID(PreparedVerifier):
         # Candidates in A* are always accepted (c <= p there) and a rejected tail
         # candidate's residual lies in A*, which the drafts missed; so
         # P(Y in X) = sum min(p, c), up to residual mass left on tail tokens.
-        first_tail = self.info["first_tail_block"]
+        first_tail = self.info.get("first_tail_block")
         if first_tail is not None:
             in_tail = (self.block >= first_tail) & (self.block < np.iinfo(np.int64).max)
             if np.maximum(self.p - self.candidate, 0.0)[in_tail].sum() > 1e-12:
                 return None  # not converged to that precision: enumerate or estimate instead
         return float(np.minimum(self.p, self.candidate).sum())
+
+
+class OptimalIID(_LuceVerifier):
+    """Reaches α*_iid: block priority + Luce choice of a candidate, then speculative sampling."""
+
+    name = "optimal-iid"
+    description = "optimal verifier for iid drafts (Luce choice in priority blocks + speculative sampling); reaches α*"
+    default_sampler = "iid"
+    samplers = ("iid",)
+
+    def plan(self):
+        return iid_plan(self.p, self.q, self.n)
+
+
+#: Largest number of draft sets the exact (enumerated) optimal-wor plan handles.
+MAX_WOR_SETS = 20_000
+
+
+class OptimalWOR(_LuceVerifier):
+    """Reaches α*_wor: the same design as ``optimal-iid`` for drafts without replacement.
+
+    Full vocabulary for n <= 2 (the Luce law of a pair has a closed form); any n
+    when the draft sets can be enumerated (at most ``MAX_WOR_SETS``).
+    """
+
+    name = "optimal-wor"
+    description = "optimal verifier for wor drafts (Luce choice in priority blocks + speculative sampling); reaches α*"
+    default_sampler = "wor"
+    samplers = ("wor",)
+
+    def plan(self):
+        from ..errors import SizeLimitError
+
+        p, q, n, V = self.p, self.q, self.n, self.V
+        k = self.num_drafts
+        order, K, t, cuts = chain_targets(p, q, n, self.draft_sampler)
+        if k <= 1:  # one draft (or a one-token support): speculative sampling on it
+            c = q.copy()
+            blocks = [order[q[order] > 0]]
+            return blocks, np.ones(V), c, t, {"K": K, "blocks": 1, "iterations": 0, "residual": 0.0,
+                                             "first_tail_block": None, "method": "single draft"}
+        sets = math.comb(int(np.count_nonzero(q > 0)), k)
+        if sets <= MAX_WOR_SETS:
+            return self._enumerated(order, K, t, cuts, q, n)
+        if k == 2:
+            return wor_pair_plan(p, q, order, K, t, cuts)
+        raise SizeLimitError(
+            f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}); "
+            "at full vocabulary it is exact for n <= 2 only. Use optimal-iid (iid drafts), otm, or rrsw"
+        )
+
+    def _enumerated(self, order, K, t, cuts, q, n):
+        law = self.draft_sampler.set_law(q, n)
+        blocks, block_of = [], np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
+        info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None,
+                "method": "enumerated"}
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            tokens = order[a:b]
+            tokens = tokens[q[tokens] > 0]
+            if tokens.size == 0:
+                continue
+            if a >= K and info["first_tail_block"] is None:
+                info["first_tail_block"] = len(blocks)
+            block_of[tokens] = len(blocks)
+            blocks.append(tokens)
+        weights, c = np.zeros(self.V), np.zeros(self.V)
+        for tokens in blocks:
+            w, cb, binfo = solve_enumerated(law.members, law.prob, block_of, tokens, t, self.V)
+            weights[tokens], c[tokens] = w, cb
+            info["iterations"] = max(info["iterations"], binfo["iterations"])
+            info["residual"] = max(info["residual"], binfo["residual"])
+        info["blocks"] = len(blocks)
+        return blocks, weights, c, t, info
+
+
+class _PairBlock:
+    r"""A priority block for pairs drawn without replacement (n = 2).
+
+    With ``P({y, z}) = q_y q_z (1/(1 - q_y) + 1/(1 - q_z))`` and the partner of
+    ``y`` winning only inside the block (later blocks always lose), the law of
+    the Luce choice is
+
+    .. math::
+
+        c(y) = q_y\Big[\frac{L_1}{1-q_y} + L_2\Big] - \frac{q_y^2}{1-q_y}
+             + q_y w_y \int_0^\infty e^{-w_y s}
+               \Big[\frac{M_1(s)}{1-q_y} + M_2(s)\Big] ds,
+
+    ``M_1 = sum_B q e^{-ws}``, ``M_2 = sum_B q/(1-q) e^{-ws}``, ``L_1``, ``L_2`` the
+    same sums over later blocks. Since ``2 w int e^{-ws} M ds`` is the iid kernel
+    at n = 2, the quadrature is shared.
+    """
+
+    def __init__(self, tokens, q, t, L1, L2):
+        self.tokens = tokens
+        self.q = q[tokens]
+        self.r = self.q / (1.0 - self.q)  # q / (1 - q)
+        self.base = self.q * (L1 / (1.0 - self.q) + L2) - self.q * self.r
+        self.target = t[tokens]
+        self.h = default_step(2)
+
+    def grid(self, w_lo, w_hi):
+        lo = 1e-8 / w_hi
+        hi = 60.0 / w_lo
+        G = int(math.ceil(math.log(hi / lo) / self.h)) + 1
+        return np.exp(math.log(lo) + self.h * np.arange(G))
+
+    def law(self, w, s, M1, M2):
+        """``c`` and ``dc/dlog w`` per token for fixed ``M1``, ``M2`` on grid ``s``."""
+        kF = _kernels()[1] or _block_F
+        left1 = s[0] * self.h / math.expm1(self.h) * self.q.sum()
+        left2 = s[0] * self.h / math.expm1(self.h) * self.r.sum()
+        F1, d1 = kF(w, s, M1, self.h, left1, 2)  # 2 w I1(w)
+        F2, d2 = kF(w, s, M2, self.h, left2, 2)
+        c = self.base + 0.5 * self.q * (F1 / (1.0 - self.q) + F2)
+        dc = 0.5 * self.q * (d1 / (1.0 - self.q) + d2)
+        return c, dc
+
+
+def _solve_pair_block(block: _PairBlock, *, tol=1e-13):
+    kM = _kernels()[0] or _block_M
+    span = -math.log(WEIGHT_FLOOR)
+    s = block.grid(1.0, 1.0 / WEIGHT_FLOOR)
+    M1_0, M2_0 = block.q.sum(), block.r.sum()
+
+    def solve_weights(m, w):
+        # per-token safeguarded Newton in log w on c(w) = t for the given M1, M2
+        M1, M2 = m[: s.size] * M1_0, m[s.size:] * M2_0
+        x = np.log(w)
+        lo = np.full(w.size, -5.0)
+        hi = np.full(w.size, span + 5.0)
+        active = np.arange(w.size)
+        for _ in range(40):
+            sub = _PairBlock.__new__(_PairBlock)
+            sub.q, sub.r, sub.base, sub.h = block.q[active], block.r[active], block.base[active], block.h
+            c, dc = sub.law(np.exp(x[active]), s, M1, M2)
+            f = c - block.target[active]
+            lo[active] = np.where(f < 0, x[active], lo[active])
+            hi[active] = np.where(f > 0, x[active], hi[active])
+            step = np.where(dc > 1e-300, -f / np.maximum(dc, 1e-300), 0.0)
+            new = x[active] + step
+            bad = (new < lo[active]) | (new > hi[active]) | ~np.isfinite(new)
+            new = np.where(bad, 0.5 * (lo[active] + hi[active]), new)
+            done = np.abs(f) <= 1e-15 * np.maximum(block.target[active], 1e-300)
+            new = np.where(done, x[active], new)
+            moved = np.abs(new - x[active])
+            x[active] = new
+            active = active[(moved > 1e-14) & ~done]
+            if active.size == 0:
+                break
+        x -= x.min()  # anchor the smallest weight at 1
+        return np.clip(np.exp(x), 1.0, 1.0 / WEIGHT_FLOOR)
+
+    state = {"w": np.maximum(block.target / block.q / (block.target / block.q).min(), 1.0)}
+
+    def fixed_map(m):
+        state["w"] = solve_weights(m, state["w"])
+        w = state["w"]
+        return np.concatenate((kM(block.q, w, s, 0.0) / M1_0, kM(block.r, w, s, 0.0) / M2_0))
+
+    w0 = state["w"]
+    m0 = np.concatenate((kM(block.q, w0, s, 0.0) / M1_0, kM(block.r, w0, s, 0.0) / M2_0))
+    m, iterations, residual = _anderson(fixed_map, m0, tol=tol, max_iter=200, clip=(0.0, 1.0))
+    w = solve_weights(m, state["w"])
+    s_w = block.grid(w.min(), w.max())
+    c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
+    return w, c, {"iterations": iterations, "residual": residual}
+
+
+def wor_pair_plan(p, q, order, K, t, cuts):
+    """Optimal wor verifier at n = 2, full vocabulary (see :class:`_PairBlock`)."""
+    V = p.size
+    blocks, weights, c = [], np.zeros(V), np.zeros(V)
+    info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None, "method": "pair formula"}
+    r = np.where(q < 1.0, q / np.maximum(1.0 - q, 1e-300), 0.0)
+    Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
+    Lr = np.concatenate((np.cumsum(r[order][::-1])[::-1], [0.0]))
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        tokens = order[a:b]
+        tokens = tokens[q[tokens] > 0]
+        if tokens.size == 0:
+            continue
+        if a >= K and info["first_tail_block"] is None:
+            info["first_tail_block"] = len(blocks)
+        block = _PairBlock(tokens, q, t, Lq[b], Lr[b])
+        w, cb, binfo = _solve_pair_block(block)
+        weights[tokens], c[tokens] = w, cb
+        blocks.append(tokens)
+        info["iterations"] = max(info["iterations"], binfo["iterations"])
+        info["residual"] = max(info["residual"], binfo["residual"])
+    info["blocks"] = len(blocks)
+    return blocks, weights, c, t, info
