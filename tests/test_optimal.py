@@ -40,6 +40,8 @@ def test_hundreds_of_small_cases_exactly_lossless_and_optimal():
         assert rate == pytest.approx(bound, abs=1e-9), (p, q, n, v.info)
         # the closed form agrees with enumeration, and with the LP's α*
         assert v.exact_rate() == pytest.approx(rate, abs=1e-9)
+        if trial % 10 == 0:
+            assert rate == pytest.approx(optimal_acceptance(p, q, n, solver="primal-lp"), abs=1e-9)
     assert worst_loss < 1e-12 and worst_gap < 1e-9
 
 
@@ -122,6 +124,9 @@ def test_optimal_wor_hundreds_of_small_cases():
         assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
         bound = optimal_acceptance(p, q, n, sampler="wor", solver="subsets")
         assert enumerated_rate(v) == pytest.approx(bound, abs=1e-9), (p, q, n, v.info)
+        if trial % 10 == 0:
+            lp = optimal_acceptance(p, q, n, sampler="wor", solver="primal-lp")
+            assert enumerated_rate(v) == pytest.approx(lp, abs=1e-9)
 
 
 def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):

@@ -71,7 +71,10 @@ def test_run_benchmarks_quick_gives_every_figure():
         assert r["ratio"] > 0 and r["status"] in ("pass", "short") and r["median_s"] >= 0
     lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
     assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
-    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory")
+    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal")
+    optimal = [r for r in rows if r["figure"].startswith("optimal")]
+    assert [r["n"] for r in optimal] == [2, 4, 8, 2]
+    assert all("alpha* - rate" in r["note"] for r in optimal)
 
 
 def test_bench_command_table_and_bad_figure():
