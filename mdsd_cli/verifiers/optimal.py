@@ -40,7 +40,7 @@ import numpy as np
 from .._jit import compiled
 from .._wor_kernel import default_step
 from ..samplers import ratio_order
-from .base import PreparedVerifier, drafted_mass, sample_from_law
+from .base import PreparedVerifier, drafted_mass
 
 #: Relative gap under which a chain prefix counts as tight (block boundary).
 TIGHT = 1e-12
@@ -332,7 +332,8 @@ def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
 
     V = p.size
     order, K, t, cuts = chain_targets(p, q, n, SAMPLERS["iid"])
-    Q = np.concatenate(([0.0], np.cumsum(q[order])))
+    # draft mass after each chain position, summed from the end: exactly 0 after the last token
+    after = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))
     blocks, weights, c = [], np.zeros(V), np.zeros(V)
     info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None}
     for a, b in zip(cuts[:-1], cuts[1:]):
@@ -342,7 +343,7 @@ def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
             continue
         if a >= K and info["first_tail_block"] is None:
             info["first_tail_block"] = len(blocks)
-        block = _Block(tokens, q, t, 1.0 - Q[b], n)
+        block = _Block(tokens, q, t, after[b], n)
         w, cb, binfo = solve_block(block)
         weights[tokens] = w
         c[tokens] = cb
@@ -466,6 +467,7 @@ class _LuceVerifier(PreparedVerifier):
             self.accept = np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
         left = np.maximum(self.p - np.minimum(self.p, c), 0.0)
         self.residual = left / left.sum() if left.sum() > 0 else self.p.copy()
+        self.residual_cdf = np.cumsum(self.residual)  # once: a step then costs O(n + log V)
 
     def choice(self, drafts) -> np.ndarray:
         """``P(Z = x_i | X)`` for every draft instance ``[M, n]`` (Luce in the first hit block)."""
@@ -495,7 +497,8 @@ class _LuceVerifier(PreparedVerifier):
         keys = rng.standard_exponential(drafts.shape) / np.maximum(self.weights[drafts], 1e-300)
         keys = np.where(blk == blk.min(axis=1, keepdims=True), keys, np.inf)
         z = drafts[np.arange(M), np.argmin(keys, axis=1)]
-        out = sample_from_law(self.residual, M, rng)
+        cdf = self.residual_cdf
+        out = np.minimum(np.searchsorted(cdf, rng.random(M) * cdf[-1], side="right"), self.V - 1)
         keep = rng.random(M) < self.accept[z]
         out[keep] = z[keep]
         return out
@@ -604,6 +607,7 @@ class _PairBlock:
     """
 
     def __init__(self, tokens, q, t, L1, L2):
+        self.later = L1
         self.tokens = tokens
         self.q = q[tokens]
         self.r = self.q / (1.0 - self.q)  # q / (1 - q)
@@ -629,23 +633,41 @@ class _PairBlock:
         return c, dc
 
 
-def _solve_pair_block(block: _PairBlock, *, tol=1e-13):
-    kM = _kernels()[0] or _block_M
-    span = -math.log(WEIGHT_FLOOR)
-    s = block.grid(1.0, 1.0 / WEIGHT_FLOOR)
-    M1_0, M2_0 = block.q.sum(), block.r.sum()
+def _hermite_eval(xs, fs, dfs, x):
+    """Cubic Hermite interpolant (values ``fs``, slopes ``dfs`` at uniform ``xs``) and its slope at ``x``."""
+    step = xs[1] - xs[0]
+    k = np.clip(((x - xs[0]) / step).astype(np.int64), 0, xs.size - 2)
+    u = (x - xs[k]) / step
+    f0, f1, d0, d1 = fs[k], fs[k + 1], dfs[k] * step, dfs[k + 1] * step
+    h00, h10, h01, h11 = 2 * u**3 - 3 * u**2 + 1, u**3 - 2 * u**2 + u, -2 * u**3 + 3 * u**2, u**3 - u**2
+    value = h00 * f0 + h10 * d0 + h01 * f1 + h11 * d1
+    slope = ((6 * u**2 - 6 * u) * f0 + (3 * u**2 - 4 * u + 1) * d0 + (-6 * u**2 + 6 * u) * f1
+             + (3 * u**2 - 2 * u) * d1) / step
+    return value, slope
 
-    def solve_weights(m, w):
-        # per-token safeguarded Newton in log w on c(w) = t for the given M1, M2
-        M1, M2 = m[: s.size] * M1_0, m[s.size:] * M2_0
-        x = np.log(w)
-        lo = np.full(w.size, -5.0)
-        hi = np.full(w.size, span + 5.0)
-        active = np.arange(w.size)
-        for _ in range(40):
-            sub = _PairBlock.__new__(_PairBlock)
-            sub.q, sub.r, sub.base, sub.h = block.q[active], block.r[active], block.base[active], block.h
-            c, dc = sub.law(np.exp(x[active]), s, M1, M2)
+
+def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
+    kM, kF = _kernels()
+    kM, kF = kM or _block_M, kF or _block_F
+    span = -math.log(WEIGHT_FLOOR)
+    top = block.later > 0  # as for iid: anchor the largest weight when later drafts can win
+    w_lo, w_hi = (WEIGHT_FLOOR, 1.0) if top else (1.0, 1.0 / WEIGHT_FLOOR)
+    table_x = np.linspace(-span - 1.0, 1.0, 1600) if top else np.linspace(-1.0, span + 1.0, 1600)
+    s = block.grid(w_lo, w_hi)
+    M1_0, M2_0 = block.q.sum(), block.r.sum()
+    scale = s[0] * block.h / math.expm1(block.h)
+
+    def anchored(x):
+        x = x - (x.max() if top else x.min())
+        return np.clip(np.exp(x), w_lo, w_hi)
+
+    def newton(x, value_and_slope, max_steps=40):
+        # safeguarded per-token Newton in log w on c(x) = t
+        lo = np.full(x.size, table_x[0] - 5.0)
+        hi = np.full(x.size, table_x[-1] + 5.0)
+        active = np.arange(x.size)
+        for _ in range(max_steps):
+            c, dc = value_and_slope(x[active], active)
             f = c - block.target[active]
             lo[active] = np.where(f < 0, x[active], lo[active])
             hi[active] = np.where(f > 0, x[active], hi[active])
@@ -660,23 +682,46 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-13):
             active = active[(moved > 1e-14) & ~done]
             if active.size == 0:
                 break
-        x -= x.min()  # anchor the smallest weight at 1
-        return np.clip(np.exp(x), 1.0, 1.0 / WEIGHT_FLOOR)
+        return x
 
-    state = {"w": np.maximum(block.target / block.q / (block.target / block.q).min(), 1.0)}
+    def weights_for(m, x0, exact):
+        M1, M2 = m[: s.size] * M1_0, m[s.size:] * M2_0
+        F1, d1 = kF(np.exp(table_x), s, M1, block.h, scale * M1_0, 2)
+        F2, d2 = kF(np.exp(table_x), s, M2, block.h, scale * M2_0, 2)
 
-    def fixed_map(m):
-        state["w"] = solve_weights(m, state["w"])
-        w = state["w"]
+        def from_table(x, idx):
+            f1, g1 = _hermite_eval(table_x, F1, d1, x)
+            f2, g2 = _hermite_eval(table_x, F2, d2, x)
+            qy, ry = block.q[idx], 1.0 - block.q[idx]
+            return block.base[idx] + 0.5 * qy * (f1 / ry + f2), 0.5 * qy * (g1 / ry + g2)
+
+        x = newton(x0.copy(), from_table)
+        if exact:
+            def from_quadrature(x, idx):
+                sub = _PairBlock.__new__(_PairBlock)
+                sub.q, sub.r, sub.base, sub.h = block.q[idx], block.r[idx], block.base[idx], block.h
+                return sub.law(np.exp(x), s, M1, M2)
+
+            x = newton(x, from_quadrature, max_steps=12)
+        return anchored(x)
+
+    state = {"x": np.log(anchored(np.log(block.target / block.q)))}
+
+    def fixed_map(m, exact=False):
+        w = weights_for(m, state["x"], exact)
+        state["x"] = np.log(w)
         return np.concatenate((kM(block.q, w, s, 0.0) / M1_0, kM(block.r, w, s, 0.0) / M2_0))
 
-    w0 = state["w"]
+    w0 = np.exp(state["x"])
     m0 = np.concatenate((kM(block.q, w0, s, 0.0) / M1_0, kM(block.r, w0, s, 0.0) / M2_0))
-    m, iterations, residual = _anderson(fixed_map, m0, tol=tol, max_iter=200, clip=(0.0, 1.0))
-    w = solve_weights(m, state["w"])
+    m, it1, _ = _anderson(fixed_map, m0, tol=1e-11, max_iter=200, clip=(0.0, 1.0))
+    # tokens pinned at the weight floor keep the exact phase from going much below
+    # 1e-11 here; alpha* is then met to ~1e-11 (small V is solved exactly by enumeration)
+    m, it2, residual = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=10, clip=(0.0, 1.0))
+    w = np.exp(state["x"])
     s_w = block.grid(w.min(), w.max())
     c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
-    return w, c, {"iterations": iterations, "residual": residual}
+    return w, c, {"iterations": it1 + it2, "residual": residual}
 
 
 def wor_pair_plan(p, q, order, K, t, cuts):
