@@ -233,6 +233,9 @@ def test_verify_all_monte_carlo_is_seeded_and_skips_otm_when_too_large():
     same = pd.read_csv(io.StringIO(b.stdout))
     pd.testing.assert_frame_equal(df.drop(columns="seconds"), same.drop(columns="seconds"))
     assert "otm" not in set(df.verifier) and "skipping otm" in a.stderr
+    assert {"optimal-iid", "optimal-wor"} <= set(df.verifier)  # both run at V = 2000, n = 2
+    opt = df[df.verifier == "optimal-iid"].iloc[0]
+    assert abs(opt.gap) < 1e-9
     rrsw = df[df.verifier == "rrsw"].iloc[0]
     assert rrsw.method == "monte-carlo" and rrsw.stderr > 0
     assert abs(rrsw.gap) < rrsw.alpha_star
@@ -242,6 +245,7 @@ def test_verify_all_monte_carlo_is_seeded_and_skips_otm_when_too_large():
     (["--verifier", "spec"], 2, "--verifier"),
     (["--verifier", "hub", "-n", "3"], 1, "n = 2 only"),
     (["--verifier", "otm", "--vocab", "5000"], 1, "small vocabularies"),
+    (["--verifier", "optimal-wor", "-n", "3", "--vocab", "3000"], 1, "n <= 2"),
     (["--verifier", "rrsw", "--method", "exact", "--vocab", "5000"], 1, "monte-carlo"),
     (["--verifier", "rrs", "--draft-law", "wor"], 1, "lossless for iid"),
     (["--method", "guess"], 2, "--method"),

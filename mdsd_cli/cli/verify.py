@@ -8,11 +8,9 @@ import time
 import numpy as np
 import typer
 
-from ..bounds import MAX_LP_VARIABLES, check_problem_size, estimate_lp_variables
 from ..bounds.chain import chain_solve
 from ..errors import InputError, SizeLimitError
 from ..io import build_manifest, check_output_path
-from ..samplers import get_sampler
 from ..verifiers import (
     VERIFIERS,
     can_be_exact,
@@ -120,17 +118,14 @@ def verify(
     # refuse what cannot finish before doing any work
     runnable = []
     for name, sampler, n in combos:
+        try:
+            VERIFIERS[name].check_size(base.draft, n, sampler)
+        except SizeLimitError as exc:
+            if name in explicit:
+                raise
+            warn(f"skipping {name} at n={n}: {exc}")
+            continue
         if name == "otm":
-            try:
-                check_problem_size(base.draft, n, sampler=sampler, solver="primal-lp")
-            except SizeLimitError:
-                need = max(estimate_lp_variables(get_sampler(sampler), row, n) for row in base.draft)
-                message = (f"otm solves an LP with {need:,} variables at V={base.vocab_size}, n={n} "
-                           f"(limit {MAX_LP_VARIABLES:,}); it is for small vocabularies")
-                if name in explicit:
-                    raise SizeLimitError(message) from None
-                warn(f"skipping otm, which {message[4:]}")
-                continue
             import cvxpy  # noqa: F401  (import before timing, not inside the first pair)
         runnable.append((name, sampler, n))
     if not runnable:

@@ -78,6 +78,11 @@ class PreparedVerifier:
     def sampler(self) -> str:
         return self.draft_sampler.name
 
+    @classmethod
+    def check_size(cls, q, n: int, sampler: str) -> None:
+        """Raise :class:`~mdsd_cli.errors.SizeLimitError` now if the verifier would refuse
+        these draft distributions (``[V]`` or ``[N, V]``); cheap, for failing before work."""
+
     def setup(self) -> None:
         """Per-pair pre-processing."""
 

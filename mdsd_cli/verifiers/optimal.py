@@ -543,6 +543,20 @@ class OptimalWOR(_LuceVerifier):
     default_sampler = "wor"
     samplers = ("wor",)
 
+    @classmethod
+    def check_size(cls, q, n, sampler):
+        from ..errors import SizeLimitError
+
+        for row in np.atleast_2d(np.asarray(q)):
+            m = int(np.count_nonzero(row > 0))
+            k = min(n, m)
+            if k >= 3 and math.comb(m, k) > MAX_WOR_SETS:
+                raise SizeLimitError(
+                    f"optimal-wor at n = {n} needs the {math.comb(m, k):,} draft sets enumerated at V={row.size} "
+                    f"(limit {MAX_WOR_SETS:,}); at full vocabulary it is exact for n <= 2 only. Use optimal-iid "
+                    "(iid drafts), otm, or rrsw"
+                )
+
     def plan(self):
         from ..errors import SizeLimitError
 

@@ -23,6 +23,20 @@ class OTM(PreparedVerifier):
     lp_solver = "highs"
     max_lp_variables = MAX_LP_VARIABLES
 
+    @classmethod
+    def check_size(cls, q, n, sampler):
+        from ..bounds import check_problem_size, estimate_lp_variables
+        from ..errors import SizeLimitError
+        from ..samplers import get_sampler
+
+        Q = np.atleast_2d(np.asarray(q))
+        try:
+            check_problem_size(Q, n, sampler=sampler, solver="primal-lp", max_lp_variables=cls.max_lp_variables)
+        except SizeLimitError:
+            need = max(estimate_lp_variables(get_sampler(sampler), row, n) for row in Q)
+            raise SizeLimitError(f"otm solves an LP with {need:,} variables at V={Q.shape[1]}, n={n} "
+                                 f"(limit {cls.max_lp_variables:,}); it is for small vocabularies") from None
+
     def setup(self):
         result = primal_lp(self.p, self.q, self.n, self.draft_sampler, lp_solver=self.lp_solver,
                            max_variables=self.max_lp_variables)
