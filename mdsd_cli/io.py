@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import socket
@@ -31,11 +32,25 @@ from pathlib import Path
 
 import numpy as np
 
-from .distributions import PairBatch, check_temperature, pairs_from_logits, pairs_from_probabilities
-from .errors import DataFileError, InputError, OutputError
+from .distributions import (
+    PairBatch,
+    check_memory,
+    check_temperature,
+    pairs_from_logits,
+    pairs_from_probabilities,
+)
+from .errors import DataFileError, InputError, MdsdError, OutputError
 
 PAIR_SUFFIXES = (".npz", ".parquet", ".pq")
 TABLE_FORMATS = ("csv", "parquet")
+#: Parquet files that mdsd reads back (pair files, dump shards, sweep cells) carry page
+#: checksums, verified on reading: a corrupted page is an error, not silently other numbers.
+PARQUET_WRITE = {"write_page_checksum": True}
+PARQUET_READ = {"page_checksum_verification": True}
+#: Peak bytes per stored value while pairs are loaded (the array as read, its float64
+#: copy, probabilities, temporaries): a file is refused before reading if its two
+#: arrays would need more than 80% of physical memory at this rate.
+LOAD_BYTES_PER_VALUE = 32
 
 
 # --- output paths -------------------------------------------------------------------------
@@ -55,6 +70,12 @@ def check_output_path(path) -> Path:
     if not os.access(parent, os.W_OK):
         raise OutputError(f"cannot write {out}: directory {parent} is not writable")
     return out
+
+
+def is_temporary(path) -> bool:
+    """Whether ``path`` is a temporary file of :func:`atomic_path` (left behind only by a hard kill)."""
+    name = Path(path).name
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 @contextlib.contextmanager
@@ -236,26 +257,55 @@ def _pick(names, src) -> tuple[str, str]:
     raise DataFileError(f"{src} has {sorted(names) or 'no arrays'}; expected {_EXPECTED}")
 
 
+def check_load_size(values: int, src) -> None:
+    """Refuse to load ``values`` stored numbers from ``src`` if they would not fit in memory."""
+    check_memory(float(values) * LOAD_BYTES_PER_VALUE, f"loading the {values:,} values of {src}",
+                 "use a smaller file (fewer pairs) or a machine with more memory")
+
+
+def _npz_values(src: Path, names) -> int:
+    """Number of values the ``.npy`` headers of ``names`` declare, read without loading the arrays."""
+    total = 0
+    with zipfile.ZipFile(src) as archive:
+        for name in names:
+            with archive.open(f"{name}.npy") as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _, _ = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, _, _ = np.lib.format.read_array_header_2_0(fh)
+                else:  # other header versions: no estimate, np.load decides
+                    continue
+            total += math.prod(shape)
+    return total
+
+
 def _read_npz(src: Path):
     if not zipfile.is_zipfile(src):
         raise DataFileError(f"{src} is not a readable .npz file (not a zip archive; truncated or another format?)")
     try:
         with np.load(src, allow_pickle=False) as data:
             a, b = _pick(set(data.files), src)
+            check_load_size(_npz_values(src, (a, b)), src)
             arrays = {a: data[a], b: data[b]}
             meta = {}
             if "metadata" in data.files:
                 with contextlib.suppress(ValueError, TypeError):
                     meta = json.loads(str(data["metadata"]))
-    except DataFileError:
+    except MdsdError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower():
             raise DataFileError(f"{src} holds object arrays; save numeric arrays (no pickles)") from None
-        raise DataFileError(f"{src} is not a readable .npz file ({exc})") from None
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
-        raise DataFileError(f"{src} is not a readable .npz file ({exc})") from None
+        raise DataFileError(f"{src} is not a readable .npz file ({_first_line(exc)})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged archive can fail anywhere in zipfile/zlib/numpy
+        raise DataFileError(f"{src} is not a readable .npz file ({_first_line(exc)})") from None
     return arrays, meta, {}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _list_column_to_matrix(column, name: str, src: Path) -> np.ndarray:
@@ -267,6 +317,10 @@ def _list_column_to_matrix(column, name: str, src: Path) -> np.ndarray:
         raise DataFileError(f"{src}: column {name!r} has type {col.type}; expected a list of floats per pair")
     if col.null_count:
         raise DataFileError(f"{src}: column {name!r} has {col.null_count} missing rows")
+    inner = col.flatten().null_count if len(col) else 0
+    if inner:
+        raise DataFileError(f"{src}: column {name!r} has {inner} missing values inside its lists; "
+                            "every pair needs a number for every token")
     value_type = col.type.value_type
     if not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
         raise DataFileError(f"{src}: column {name!r} holds {value_type}, not numbers")
@@ -283,14 +337,34 @@ def _list_column_to_matrix(column, name: str, src: Path) -> np.ndarray:
     return values.reshape(len(col), int(lengths[0]))
 
 
+def parquet_list_values(metadata, names) -> int:
+    """Number of leaf values in the list columns ``names``, from Parquet file metadata."""
+    total = 0
+    schema = metadata.schema
+    leaves = [i for i in range(metadata.num_columns) if schema.column(i).path.split(".")[0] in set(names)]
+    for rg in range(metadata.num_row_groups):
+        group = metadata.row_group(rg)
+        total += sum(group.column(i).num_values for i in leaves)
+    return total
+
+
 def _read_parquet(src: Path):
+    try:
+        return _parquet_contents(src)
+    except MdsdError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged file can fail anywhere inside pyarrow
+        raise DataFileError(f"{src} is not a readable Parquet file ({_first_line(exc)})") from None
+
+
+def _parquet_contents(src: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        table = pq.read_table(src)
-    except (pa.ArrowException, OSError) as exc:
-        raise DataFileError(f"{src} is not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+    metadata = pq.read_metadata(src)
+    a, b = _pick(set(metadata.schema.to_arrow_schema().names), src)
+    check_load_size(parquet_list_values(metadata, (a, b)), src)
+    table = pq.read_table(src, **PARQUET_READ)
     a, b = _pick(set(table.column_names), src)
     arrays = {a: _list_column_to_matrix(table.column(a), a, src),
               b: _list_column_to_matrix(table.column(b), b, src)}
@@ -340,11 +414,11 @@ def save_pairs(pairs: PairBatch, path) -> Path:
         columns.setdefault(name, pa.array(values))
     table = pa.table(columns).replace_schema_metadata({b"mdsd": json.dumps(meta).encode()})
     with atomic_path(out) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, **PARQUET_WRITE)
     return out
 
 
 __all__ = [
-    "PAIR_SUFFIXES", "TABLE_FORMATS", "atomic_path", "atomic_write_text",
-    "build_manifest", "check_output_path", "load_pairs", "save_pairs", "table_format", "write_table",
+    "PAIR_SUFFIXES", "TABLE_FORMATS", "atomic_path", "atomic_write_text", "build_manifest",
+    "check_output_path", "is_temporary", "load_pairs", "save_pairs", "table_format", "write_table",
 ]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, MdsdError, SizeLimitError
+from .errors import InputError, MdsdError, OutputError, SizeLimitError
 
 #: Bumped when cell computations change meaning, so old cell files are not reused.
 CELL_VERSION = 1
@@ -175,6 +175,10 @@ class SweepConfig:
             raise InputError(f"{where}: method must be exact, monte-carlo or auto, not {self.method!r}")
         if self.samples < 2:
             raise InputError(f"{where}: samples must be >= 2")
+        if self.seed < 0:
+            raise InputError(f"{where}: seed must be an integer >= 0, got {self.seed}")
+        if self.max_lp_variables < 1:
+            raise InputError(f"{where}: max_lp_variables must be >= 1, got {self.max_lp_variables}")
         if self.figure not in FIGURES:
             raise InputError(f"{where}: figure must be one of {', '.join(FIGURES)}")
         for spec in self.datasets:
@@ -262,6 +266,8 @@ def _dataset_specs(d, where) -> list[DataSpec]:
             raise InputError(f"{where}: synthetic must be zipf or dirichlet, not {d['synthetic']!r}")
         if pairs is None:
             raise InputError(f"{where}: a synthetic dataset needs 'pairs'")
+        if d.get("seed", 0) < 0:
+            raise InputError(f"{where}: seed must be an integer >= 0, got {d['seed']}")
         vocabs = d.get("vocab", 1000)
         vocabs = vocabs if isinstance(vocabs, list) else [vocabs]
         if not vocabs or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vocabs):
@@ -411,7 +417,7 @@ def write_cell(out: Path, result: CellResult) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .io import atomic_path
+    from .io import PARQUET_WRITE, atomic_path
 
     table = pa.table({"pair": np.arange(result.values.size, dtype=np.int64), "value": result.values,
                       "stderr": result.stderr, "alpha_star": result.alpha_star, "seconds": result.seconds})
@@ -419,13 +425,15 @@ def write_cell(out: Path, result: CellResult) -> None:
             "vocab": result.vocab}
     table = table.replace_schema_metadata({b"mdsd_cell": json.dumps(meta).encode()})
     with atomic_path(_cell_path(out, result.key)) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, **PARQUET_WRITE)
 
 
 def read_cell(out: Path, key: str):
     import pyarrow.parquet as pq
 
-    table = pq.read_table(_cell_path(out, key))
+    from .io import PARQUET_READ
+
+    table = pq.read_table(_cell_path(out, key), **PARQUET_READ)
     meta = json.loads(table.schema.metadata[b"mdsd_cell"])
     return table.to_pandas(), meta
 
@@ -464,10 +472,40 @@ def _connect_dask(scheduler: str | None, timeout: float):
     if not scheduler:
         raise InputError("--executor dask needs --scheduler ADDRESS (for example tcp://10.0.0.5:8786)")
     try:
+        _probe_scheduler(scheduler, timeout)
         return Client(scheduler, timeout=f"{timeout}s")
     except (OSError, TimeoutError) as exc:
-        raise MdsdError(f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s ({exc}); "
+        raise MdsdError(f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
+                        f"({str(exc).splitlines()[0] if str(exc) else 'no answer'}); "
                         "check the address and that the scheduler is running") from None
+    except Exception as exc:  # noqa: BLE001 - a malformed address or something else answering on that port
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MdsdError(f"cannot connect to a Dask scheduler at {scheduler} ({type(exc).__name__}: {detail}); "
+                        "give its address as tcp://HOST:PORT and check that the scheduler is running") from None
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Ask ``address`` for its identity within ``timeout`` seconds (raises TimeoutError or OSError).
+
+    ``Client(address, timeout=...)`` can wait forever on a server that accepts the
+    connection but never completes the handshake; this probe cannot.
+    """
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def probe():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(probe(), timeout)
+
+    asyncio.run(bounded())
 
 
 def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local", scheduler: str | None = None,
@@ -478,8 +516,16 @@ def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local
     existing ``dask.distributed.Client`` (else one is made for ``scheduler``).
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cells").mkdir(exist_ok=True)
+    own = executor == "dask" and client is None
+    if own:  # before creating anything: an unreachable scheduler leaves no directory behind
+        client = _connect_dask(scheduler, timeout)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cells").mkdir(exist_ok=True)
+    except OSError as exc:
+        if own:
+            client.close()
+        raise OutputError(f"cannot create the sweep directory {out}: {exc.strerror or exc}") from None
     cells = config.cells()
     done = finished_cells(out, cells)
     todo = [c for c in cells if c.key not in done]
@@ -488,8 +534,6 @@ def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local
     progress(len(done), len(cells))
     count = len(done)
     if executor == "dask":
-        own = client is None
-        client = client or _connect_dask(scheduler, timeout)
         try:
             from dask.distributed import as_completed
 

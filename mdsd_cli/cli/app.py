@@ -32,7 +32,12 @@ class MdsdGroup(TyperGroup):
             err_console().print(f"Error: {exc}", markup=False)
             raise typer.Exit(1) from None
         except UsageError as exc:
-            exc.show()
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `mdsd`: the help text
+                exc.show()
+            else:  # one line, like every other error
+                message = " ".join(exc.format_message().split())
+                command = exc.ctx.command_path if exc.ctx is not None else "mdsd"
+                err_console().print(f"Error: {message} (see '{command} --help')", markup=False)
             raise typer.Exit(exc.exit_code) from None
 
 

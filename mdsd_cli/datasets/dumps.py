@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataFileError
-from ..io import atomic_path, atomic_write_text
+from ..io import PARQUET_READ, PARQUET_WRITE, atomic_path, atomic_write_text
 
 FORMAT = "mdsd-dump/1"
 MANIFEST = "manifest.json"
@@ -46,6 +46,8 @@ def read_manifest(directory) -> dict:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise DataFileError(f"{path} is not a readable dump manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise DataFileError(f"{path} is not an mdsd dump manifest (not a JSON object)")
     if manifest.get("format") != FORMAT:
         raise DataFileError(f"{path} is not an mdsd dump manifest (format {manifest.get('format')!r})")
     return manifest
@@ -58,7 +60,7 @@ def completed_prompts(directory) -> set[int]:
     done: set[int] = set()
     for shard in shard_paths(directory):
         try:
-            done.update(int(x) for x in pq.read_table(shard, columns=["prompt_id"]).column(0).to_pylist())
+            done.update(int(x) for x in pq.read_table(shard, columns=["prompt_id"], **PARQUET_READ).column(0).to_pylist())
         except Exception as exc:  # noqa: BLE001 - report any unreadable shard the same way
             raise DataFileError(f"{shard} is not a readable shard ({str(exc).splitlines()[0]}); "
                                 "delete it and rerun to redo its prompts") from None
@@ -110,7 +112,7 @@ class ShardWriter:
         table = pa.table(arrays).replace_schema_metadata({b"mdsd": json.dumps(self.metadata).encode()})
         path = self.dir / f"shard-{self.next_index:05d}.parquet"
         with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+            pq.write_table(table, tmp, **PARQUET_WRITE)
         self.next_index += 1
         self.buffer, self.rows = [], 0
         return path
@@ -125,19 +127,34 @@ def load_dump_arrays(directory):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..io import _list_column_to_matrix
+    from ..io import _list_column_to_matrix, check_load_size, parquet_list_values
 
     manifest = read_manifest(directory)
     shards = shard_paths(directory)
     if not shards:
         raise DataFileError(f"dump {directory} has no shards yet; run mdsd dump to fill it")
+    values = 0
+    for shard in shards:  # refuse a dump too large for memory before reading any of it
+        try:
+            values += parquet_list_values(pq.read_metadata(shard), ("target_logits", "draft_logits"))
+        except Exception as exc:  # noqa: BLE001 - a damaged shard can fail anywhere inside pyarrow
+            raise DataFileError(f"{shard} is not a readable shard ({str(exc).splitlines()[0]})") from None
+    check_load_size(values, directory)
     tables = []
+    expected = {"prompt_id", "position", "target_logits", "draft_logits"}
     for shard in shards:
         try:
-            tables.append(pq.read_table(shard))
-        except (pa.ArrowException, OSError) as exc:
+            tables.append(pq.read_table(shard, **PARQUET_READ))
+        except Exception as exc:  # noqa: BLE001
             raise DataFileError(f"{shard} is not a readable shard ({str(exc).splitlines()[0]})") from None
-    table = pa.concat_tables(tables).sort_by([("prompt_id", "ascending"), ("position", "ascending")])
+        missing = sorted(expected - set(tables[-1].column_names))
+        if missing:
+            raise DataFileError(f"{shard} is not an mdsd dump shard (no column {', '.join(missing)}); "
+                                "remove it from the dump directory")
+    try:
+        table = pa.concat_tables(tables).sort_by([("prompt_id", "ascending"), ("position", "ascending")])
+    except pa.ArrowException as exc:
+        raise DataFileError(f"the shards of {directory} do not fit together ({str(exc).splitlines()[0]})") from None
     tl = _list_column_to_matrix(table.column("target_logits"), "target_logits", Path(directory))
     dl = _list_column_to_matrix(table.column("draft_logits"), "draft_logits", Path(directory))
     labels = {name: table.column(name).to_numpy() for name in ("prompt_id", "position", "context_length", "token")

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataFileError, InputError, MdsdError
+from ..io import is_temporary
 from .dumps import ShardWriter, completed_prompts, is_dump, read_manifest, write_manifest
 
 MODES = ("generate", "score")
@@ -180,7 +181,7 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out} exists and is not a directory; a dump is a directory")
-    if out.exists() and any(out.iterdir()) and not is_dump(out):
+    if out.exists() and any(not is_temporary(x) for x in out.iterdir()) and not is_dump(out):
         raise DataFileError(f"--out {out} is a non-empty directory that is not a dump; choose a new directory")
     if not out.parent.exists():
         raise DataFileError(f"cannot create {out}: directory {out.parent} does not exist")

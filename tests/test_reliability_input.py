@@ -1,0 +1,461 @@
+"""Reliability, part 2: hostile or broken input, each a clean error.
+
+A clean error is: the documented exit code (1, or 2 for command-line usage),
+exactly one line ``Error: ...`` on stderr, nothing on stdout, no traceback, and
+no new file left behind. Property-based tests drive the CLI with random
+malformed arrays, options, files and configs: the only outcomes allowed are a
+correct result or a clean error. The catalogue is docs/reliability.md.
+"""
+
+import io
+import os
+import socket
+import threading
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from mdsd_cli import optimal_acceptance, zipf_pairs
+from mdsd_cli.cli.app import app
+from mdsd_cli.datasets import load_data
+from mdsd_cli.errors import InputError, MdsdError
+from mdsd_cli.io import save_pairs
+from mdsd_cli.sweep import SweepConfig
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_clean_error(result, code=1, *fragments):
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+def is_clean_error(result) -> bool:
+    lines = result.stderr.splitlines()
+    return (result.exit_code in (1, 2) and result.stdout == "" and len(lines) == 1
+            and lines[0].startswith("Error: ") and "Traceback" not in result.stderr
+            and (result.exception is None or isinstance(result.exception, SystemExit)))
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*"))
+
+
+@pytest.fixture
+def good_npz(tmp_path):
+    return save_pairs(zipf_pairs(3, 50, seed=1), tmp_path / "good.npz")
+
+
+@pytest.fixture
+def good_parquet(tmp_path):
+    return save_pairs(zipf_pairs(3, 50, seed=1), tmp_path / "good.parquet")
+
+
+# --- truncated and corrupted files ---------------------------------------------------------------
+
+def _flip(raw: bytes, at: int) -> bytes:
+    return raw[:at] + bytes([raw[at] ^ 0xFF]) + raw[at + 1:]
+
+
+@pytest.mark.parametrize("damage", ["empty", "header", "half", "almost", "flipped-data", "flipped-footer"])
+@pytest.mark.parametrize("kind", ["npz", "parquet"])
+def test_truncated_or_corrupted_pair_files(tmp_path, good_npz, good_parquet, kind, damage):
+    raw = (good_npz if kind == "npz" else good_parquet).read_bytes()
+    cut = {"empty": b"", "header": raw[:30], "half": raw[: len(raw) // 2], "almost": raw[:-3],
+           "flipped-data": _flip(raw, len(raw) // 3), "flipped-footer": _flip(raw, len(raw) - 6)}[damage]
+    bad = tmp_path / "out" / f"bad.{kind}"
+    bad.parent.mkdir()
+    bad.write_bytes(cut)
+    before = listing(tmp_path)
+    result = run("bound", "--data", bad, "--out", tmp_path / "out" / "alpha.csv")
+    assert_clean_error(result, 1, str(bad))
+    assert listing(tmp_path) == before  # no partial output
+
+
+def test_npz_whose_member_is_not_an_array(tmp_path):
+    path = tmp_path / "junk.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("target.npy", b"\x93NUMPY garbage")
+        archive.writestr("draft.npy", b"")
+    assert_clean_error(run("bound", "--data", path), 1, "not a readable .npz")
+
+
+def test_corrupted_dump_shard(tmp_path):
+    from mdsd_cli.datasets.dumps import ShardWriter, write_manifest
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    write_manifest(dump, {"mode": "score", "vocab_size": 4})
+    writer = ShardWriter(dump, vocab_size=4, store_dtype="float16", rows_per_shard=1, metadata={})
+    writer.add_prompt(0, [0], [3], [1], np.zeros((1, 4)), np.ones((1, 4)))
+    assert run("bound", "--data", dump, "-q").exit_code == 0
+    shard = next(dump.glob("shard-*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:40])
+    assert_clean_error(run("bound", "--data", dump), 1, "not a readable shard")
+    pq.write_table(pa.table({"x": [1]}), shard)  # a foreign Parquet file among the shards
+    assert_clean_error(run("bound", "--data", dump), 1, "not an mdsd dump shard")
+
+
+# --- wrong dtypes and shapes --------------------------------------------------------------------------
+
+HALF = np.ones(2) / 2
+
+
+@pytest.mark.parametrize("target,draft,fragment", [
+    (np.array(["0.5", "0.5"]), HALF, "dtype <U3"),
+    (np.array([b"a", b"b"]), HALF, "dtype |S1"),
+    (np.array([0.5, 0.5], dtype=object), HALF, "object arrays"),
+    (np.array([True, False]), HALF, "dtype bool"),
+    (np.array([0.5, 0.5], dtype=complex), HALF, "dtype complex128"),
+    (np.array(["2020-01-01", "2021-01-01"], dtype="datetime64[D]"), HALF, "datetime64"),
+    (np.array(0.5), np.array(0.5), "0 dimensions"),
+    (np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), "3 dimensions"),
+    (np.zeros((0, 2)), np.zeros((0, 2)), "at least one pair"),
+    (np.ones((3, 2)) / 2, np.ones((2, 2)) / 2, "same number of pairs"),
+    (np.ones((2, 3)) / 3, np.ones((2, 2)) / 2, "same vocabulary size"),
+    (HALF, np.ones((2, 2)) / 2, "both as [V] or both as [N, V]"),
+])
+def test_wrong_dtypes_and_shapes_in_npz(tmp_path, target, draft, fragment):
+    path = tmp_path / "bad.npz"
+    np.savez(path, target=target, draft=draft, allow_pickle=True)
+    assert_clean_error(run("bound", "--data", path), 1, fragment)
+
+
+@pytest.mark.parametrize("column,fragment", [
+    (pa.array([["a", "b"]]), "holds string, not numbers"),
+    (pa.array([[True, False]]), "holds bool"),
+    (pa.array(["0.5"]), "expected a list of floats"),
+    (pa.array([[0.5, None]]), "missing values inside its lists"),
+    (pa.array([None], type=pa.list_(pa.float64())), "missing rows"),
+    (pa.array([[0.5, 0.25, 0.25]]), "same vocabulary size"),
+])
+def test_wrong_types_in_parquet(tmp_path, column, fragment):
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"target": column, "draft": pa.array([[0.5, 0.5]])}), path)
+    assert_clean_error(run("bound", "--data", path), 1, fragment)
+
+
+def test_logit_shapes_that_disagree(tmp_path):
+    path = tmp_path / "logits.npz"
+    np.savez(path, target_logits=np.zeros((2, 5)), draft_logits=np.zeros((3, 5)))
+    assert_clean_error(run("bound", "--data", path), 1, "same number of pairs")
+
+
+# --- sizes that would not fit in memory: refused before allocating --------------------------------------
+
+def _npz_claiming(path, shape):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in ("target", "draft"):
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+            archive.writestr(f"{name}.npy", header.getvalue() + b"\0" * 64)
+
+
+def test_a_file_declaring_a_huge_array_is_refused_before_reading_it(tmp_path):
+    path = tmp_path / "huge.npz"
+    _npz_claiming(path, (1_000_000, 1_000_000))  # 8 TB each, in a 300-byte file
+    tracemalloc.start()
+    try:
+        result = run("bound", "--data", path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_clean_error(result, 1, "2,000,000,000,000 values", "would need about")
+    assert peak < 50 * 2**20
+    _npz_claiming(path, (3, 5))  # a small claim whose data is missing
+    assert_clean_error(run("bound", "--data", path), 1, "not a readable .npz")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--synthetic", "zipf", "--vocab", "100000000000"], "V=100000000000 would need about"),
+    (["--synthetic", "dirichlet", "--pairs", "1000000", "--vocab", "1000000"], "would need about"),
+])
+def test_synthetic_sizes_beyond_memory(args, fragment):
+    assert_clean_error(run("bound", *args), 1, fragment, "use fewer pairs or a smaller vocabulary")
+
+
+def test_files_and_dumps_beyond_memory(tmp_path, good_parquet, good_npz, monkeypatch):
+    import mdsd_cli.distributions as distributions
+
+    monkeypatch.setattr(distributions, "physical_memory", lambda: 1024)  # pretend: a 1 KiB machine
+    for path in (good_parquet, good_npz):
+        assert_clean_error(run("bound", "--data", path), 1, "300 values", "would need about")
+    from mdsd_cli.datasets.dumps import ShardWriter, write_manifest
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    write_manifest(dump, {"mode": "score", "vocab_size": 4096})
+    ShardWriter(dump, vocab_size=4096, store_dtype="float16", rows_per_shard=1, metadata={}).add_prompt(
+        0, [0], [1], [1], np.zeros((1, 4096)), np.zeros((1, 4096)))
+    assert_clean_error(run("bound", "--data", dump), 1, "8,192 values", "would need about")
+
+
+# --- sweep configs ---------------------------------------------------------------------------------------
+
+TOP = 'name = "t"\nsamplers = ["iid"]\n'
+DATASET = '[[datasets]]\nname = "d"\nsynthetic = "dirichlet"\npairs = 2\nvocab = 4\n'
+
+
+def toml(top="", dataset="", *, base_top=TOP, base_dataset=DATASET):
+    return base_top + top + base_dataset + dataset
+
+
+@pytest.mark.parametrize("text,fragment", [
+    (toml("colour = 1\n"), "unknown key(s) colour"),
+    (toml(dataset="vocabulary = 4\n"), "unknown key(s) vocabulary"),
+    (toml(base_top='name = "t"\nsamplers = "iid"\n'), "'samplers' must be list"),
+    (toml(base_top='name = "t"\nsamplers = [1]\n'), "must be a string"),
+    (toml("drafts = [2.5]\n"), "must be an integer"),
+    (toml('temperatures = ["hot"]\n'), "must be a number"),
+    (toml("temperatures = [nan]\n"), "temperatures must be"),
+    (toml("seed = -1\n"), "seed must be an integer >= 0"),
+    (toml("seed = 1.5\n"), "'seed' must be int"),
+    (toml("seed = true\n"), "not a boolean"),
+    (toml('samples = "many"\n'), "'samples' must be int"),
+    (toml("max_lp_variables = 0\n"), "max_lp_variables must be >= 1"),
+    (toml(dataset="seed = -3\n"), "seed must be an integer >= 0"),
+    (toml(base_dataset=DATASET.replace("vocab = 4", 'vocab = "4"')), "'vocab' must be int/list"),
+    (toml(base_dataset=DATASET.replace("pairs = 2", "pairs = 0")), "pairs must be >= 1"),
+    (TOP + 'datasets = "pydoc-ngram"\n', "'datasets' must be list"),
+    (TOP + "datasets = [1]\n", "must be a table"),
+    ("name = \n", "not valid TOML"),
+    ("[[datasets]\n", "not valid TOML"),
+])
+def test_bad_sweep_configs_are_refused_before_any_work(tmp_path, text, fragment):
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    result = run("sweep", config, "--out", tmp_path / "out")
+    assert_clean_error(result, 1, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_that_is_not_utf8(tmp_path):
+    config = tmp_path / "latin.toml"
+    config.write_bytes(b'name = "caf\xe9"\n')
+    assert_clean_error(run("sweep", config, "--out", tmp_path / "out"), 1, "not valid TOML")
+
+
+toml_values = st.recursive(
+    st.one_of(st.integers(-3, 5), st.floats(allow_nan=True), st.booleans(), st.text(max_size=6),
+              st.sampled_from(["iid", "wor", "rrs", "chain", "zipf", "dirichlet", "pydoc-ngram", "auto"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(
+        st.sampled_from(["name", "synthetic", "pairs", "vocab", "seed", "noise", "builtin", "path", "colour"]),
+        inner, max_size=4)),
+    max_leaves=8)
+config_keys = st.sampled_from(["name", "seed", "datasets", "temperatures", "drafts", "samplers", "solvers",
+                               "verifiers", "method", "samples", "max_lp_variables", "figure", "colour"])
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(config_keys, toml_values, max_size=6))
+def test_random_configs_give_a_config_or_a_clear_error(data):
+    try:
+        config = SweepConfig.from_dict(data)
+    except InputError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    assert config.cells()  # a config that is accepted has work to do
+
+
+# --- output paths ------------------------------------------------------------------------------------------
+
+OUT_COMMANDS = {
+    "bound": ["bound", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1"],
+    "verify": ["verify", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1", "--verifier", "rrs"],
+    "check-lossless": ["check-lossless", "--verifier", "rrs", "--cases", "1", "--trials", "200", "-n", "2"],
+    "generate": ["generate", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1"],
+}
+
+
+@pytest.mark.parametrize("command", list(OUT_COMMANDS))
+def test_unwritable_output_paths(tmp_path, command, monkeypatch):
+    suffix = ".npz" if command == "generate" else ".csv"
+    args = OUT_COMMANDS[command]
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-dir").mkdir()
+    for out, code, fragment in [(tmp_path / "missing" / f"x{suffix}", 1, "does not exist"),
+                                (tmp_path / "a-file" / f"x{suffix}", 1, "is not a directory"),
+                                (tmp_path / "a-dir", 2, "is a directory")]:  # 2: refused while parsing options
+        before = listing(tmp_path)
+        assert_clean_error(run(*args, "--out", out), code, fragment)
+        assert listing(tmp_path) == before
+    read_only = tmp_path / f"old{suffix}"
+    read_only.write_text("previous results\n")
+    os.chmod(read_only, 0o444)
+    if os.access(read_only, os.W_OK):  # root ignores file modes: emulate what everyone else sees
+        real_access = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == read_only and mode == os.W_OK
+                            else real_access(p, mode, **kw))
+    before = listing(tmp_path)
+    assert_clean_error(run(*args, "--out", read_only), 1, "read-only")
+    assert read_only.read_text() == "previous results\n" and listing(tmp_path) == before
+
+
+def test_unwritable_sweep_and_dump_directories(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    assert_clean_error(run("sweep", "--data", "dirichlet", "-s", "iid", "--out", tmp_path / "a-file" / "s"), 1,
+                       "cannot create the sweep directory", "Not a directory")
+    assert_clean_error(run("sweep", "--data", "dirichlet", "-s", "iid", "--out", tmp_path / "a-file"), 1,
+                       "is a file")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hello\n")
+    assert_clean_error(run("dump", "--target", "t", "--draft", "d", "--prompts", prompts, "--out",
+                           tmp_path / "missing" / "dump"), 1, "does not exist")
+    assert_clean_error(run("dump", "--target", "t", "--draft", "d", "--prompts", prompts, "--out",
+                           tmp_path / "a-file"), 1, "not a directory")
+
+
+# --- a Dask scheduler that does not answer --------------------------------------------------------------------
+
+@pytest.fixture
+def silent_server():
+    """A TCP port that accepts connections and never says anything."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_dask_scheduler_that_does_not_answer(tmp_path, silent_server):
+    started = time.monotonic()
+    result = run("sweep", "--data", "dirichlet", "-s", "iid", "--executor", "dask", "--scheduler",
+                 f"tcp://127.0.0.1:{silent_server}", "--timeout", "1", "--out", tmp_path / "s")
+    assert_clean_error(result, 1, "cannot reach the Dask scheduler", "within 1 s")
+    assert time.monotonic() - started < 15
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("address,fragment", [
+    ("not-an-address", "give its address as tcp://HOST:PORT"),
+    ("tcp://127.0.0.1:9", "cannot reach the Dask scheduler"),  # nothing listens on the discard port
+])
+def test_dask_scheduler_addresses_that_cannot_work(tmp_path, address, fragment):
+    result = run("sweep", "--data", "dirichlet", "-s", "iid", "--executor", "dask", "--scheduler", address,
+                 "--timeout", "1", "--out", tmp_path / "s")
+    assert_clean_error(result, 1, fragment)
+
+
+# --- property-based: random malformed arrays and options through the CLI -----------------------------------
+
+SPECIALS = [np.nan, np.inf, -np.inf, -1.0, 0.0, 5e-324, 1e-300, 1e300]
+DTYPES = ["float64", "float32", "float16", "int64", "uint8", "bool", "complex128", "<U3", "object"]
+
+
+@st.composite
+def malformed_arrays(draw):
+    names = draw(st.sampled_from([("target", "draft"), ("target_logits", "draft_logits"), ("target",),
+                                  ("target", "draft", "target_logits"), ("p", "q")]))
+    arrays = {}
+    for name in names:
+        shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
+        values = np.asarray(draw(st.lists(st.floats(0, 1), min_size=int(np.prod(shape)),
+                                          max_size=int(np.prod(shape))))).reshape(shape)
+        if values.ndim and values.size and draw(st.booleans()):
+            with np.errstate(all="ignore"):
+                values = values / values.sum(axis=-1, keepdims=True)
+        if values.size and draw(st.booleans()):
+            values.flat[draw(st.integers(0, values.size - 1))] = draw(st.sampled_from(SPECIALS))
+        dtype = draw(st.sampled_from(DTYPES))
+        with np.errstate(all="ignore"):
+            arrays[name] = values.astype(dtype)
+    return arrays
+
+
+cli_options = st.fixed_dictionaries({
+    "command": st.sampled_from(["bound", "verify"]),
+    "sampler": st.sampled_from(["iid", "wor", "greedy", "hub", "all", "beam"]),
+    "n": st.sampled_from(["1", "2", "3", "0", "-1", "x"]),
+    "t": st.sampled_from(["1", "0", "0.01", "100", "-1", "nan", "inf", "hot"]),
+    "renormalize": st.booleans(),
+    "solver": st.sampled_from(["chain", "subsets", "primal-lp", "magic"]),
+})
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(arrays=malformed_arrays(), options=cli_options)
+def test_random_malformed_arrays_and_options(tmp_path, arrays, options):
+    path = tmp_path / "random.npz"
+    np.savez(path, allow_pickle=True, **arrays)
+    args = [options["command"], "--data", path, "-n", options["n"], "-t", options["t"], "-q", "--no-timing"]
+    if options["renormalize"]:
+        args.append("--renormalize")
+    if options["command"] == "bound":
+        args += ["-s", options["sampler"], "--solver", options["solver"]]
+    result = run(*args)
+    if result.exit_code != 0:
+        assert is_clean_error(result), (result.exit_code, result.stderr, result.exception)
+        return
+    # a result: it must be the library's answer on the same input, within [0, 1], without NaN
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert len(df) and not df.isna().any().any() and df.alpha_star.between(0, 1).all()
+    pairs = load_data(path, renormalize=options["renormalize"]).at_temperature(float(options["t"]))
+    for row in df.itertuples():
+        expected = optimal_acceptance(pairs.target[row.pair], pairs.draft[row.pair], row.n, sampler=row.sampler)
+        tol = 1e-6 if getattr(row, "solver", "chain").endswith("lp") else 1e-11
+        assert row.alpha_star == pytest.approx(expected, abs=tol)
+        if options["command"] == "verify":
+            assert row.acceptance <= row.alpha_star + 1e-12
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["npz", "parquet"]), edits=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)),
+                                                                   min_size=1, max_size=4),
+       cut=st.one_of(st.none(), st.floats(0, 1)))
+def test_random_corruption_of_pair_files(tmp_path, kind, edits, cut):
+    src = save_pairs(zipf_pairs(2, 12, seed=3), tmp_path / f"src.{kind}")
+    raw = bytearray(src.read_bytes())
+    for where, value in edits:
+        raw[min(int(where * len(raw)), len(raw) - 1)] = value
+    if cut is not None:
+        raw = raw[: int(cut * len(raw))]
+    path = tmp_path / f"damaged.{kind}"
+    path.write_bytes(bytes(raw))
+    result = run("bound", "--data", path, "-s", "wor", "-q", "--no-timing")
+    if result.exit_code != 0:
+        assert is_clean_error(result), (result.stderr, result.exception)
+        return
+    df = pd.read_csv(io.StringIO(result.stdout))  # the bytes still decode: the answer for what they hold
+    pairs = load_data(path)
+    assert not df.isna().any().any()
+    for row in df.itertuples():
+        assert row.alpha_star == pytest.approx(
+            optimal_acceptance(pairs.target[row.pair], pairs.draft[row.pair], 2, sampler="wor"), abs=1e-11)
+
+
+def test_library_errors_are_one_line(tmp_path):
+    # every message a user can see is a single line, also through the library
+    with pytest.raises(MdsdError) as info:
+        load_data(tmp_path / "nothing.npz")
+    assert "\n" not in str(info.value)
