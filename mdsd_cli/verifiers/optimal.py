@@ -26,6 +26,12 @@ The construction (for ``iid`` drafts; see ``README`` for the derivation):
    Anderson mixing. Losslessness never depends on convergence: the
    speculative step uses the exact ``c`` of the final weights.
 
+``optimal-wor`` uses the same design with the ``wor`` chain and hit function:
+exact by enumeration of the draft sets for any ``n`` (small V), and at full
+vocabulary for ``n <= 2``, where the Luce law of a pair has the closed form of
+:class:`_PairBlock`. For ``n >= 3`` at full vocabulary the law needs a second
+time variable and leave-one-out products over the vocabulary; it is refused.
+
 Per step: block lookup, ``n`` exponential keys, one coin, and at most one
 draw from a precomputed residual CDF — ``O(n + log V)``.
 """
@@ -44,7 +50,8 @@ from .base import PreparedVerifier, drafted_mass
 
 #: Relative gap under which a chain prefix counts as tight (block boundary).
 TIGHT = 1e-12
-#: Weights are kept within [WEIGHT_FLOOR, 1] of the block's largest.
+#: Weights span at most 1/WEIGHT_FLOOR within a block (anchored at the largest
+#: or the smallest, see :func:`solve_block`).
 WEIGHT_FLOOR = 1e-14
 
 
