@@ -109,10 +109,14 @@ def atomic_path(path):
 def atomic_write_text(path, text: str) -> None:
     """Write ``text`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_text(tmp, text)
+
+
+def _write_text(path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 # --- manifests ----------------------------------------------------------------------------
@@ -192,10 +196,12 @@ def write_table(df, path, *, fmt: str | None = None, manifest: dict | None = Non
         with atomic_path(out) as tmp:
             pq.write_table(table, tmp)
     else:
-        with atomic_path(out) as tmp:
+        with contextlib.ExitStack() as both:  # the table and its manifest are replaced together or not at all
+            tmp = both.enter_context(atomic_path(out))
             df.to_csv(tmp, index=False, float_format="%.12g")
-        if manifest is not None:
-            atomic_write_text(f"{out}.manifest.json", json.dumps(manifest, indent=2) + "\n")
+            if manifest is not None:
+                _write_text(both.enter_context(atomic_path(f"{out}.manifest.json")),
+                            json.dumps(manifest, indent=2) + "\n")
     return out
 
 

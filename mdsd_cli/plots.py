@@ -169,6 +169,11 @@ def plot_scaling(summary, timings, out: Path) -> list[Path]:
     return paths
 
 
+#: Columns of a sweep's summary.csv that the figures read.
+SUMMARY_COLUMNS = {"dataset", "vocab", "temperature", "n", "kind", "name", "sampler", "method", "status", "mean",
+                   "ci95_low", "ci95_high", "alpha_star_mean", "gap_mean"}
+
+
 def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
     """Draw the figure of a sweep directory into ``out``; returns the files written."""
     import pandas as pd
@@ -179,24 +184,44 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
         raise DataFileError(f"{results} has no summary.csv; run mdsd sweep into it first")
     if not out.exists():
         raise InputError(f"output directory {out} does not exist; create it first")
-    summary = pd.read_csv(summary_path)
+    summary = _read_table(summary_path, results)
+    missing = sorted(SUMMARY_COLUMNS - set(summary.columns))
+    if missing:
+        raise DataFileError(f"{summary_path} lacks the column(s) {', '.join(missing)}; it is not a sweep summary "
+                            f"(rerun mdsd sweep into {results})")
     if figure is None:
         try:
             figure = json.loads((results / "manifest.json").read_text())["config"].get("figure", "none")
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             figure = "none"
     if figure in (None, "none"):
         raise InputError("this sweep names no figure; pass --figure samplers|verifier-gap|num-drafts|scaling")
     if figure not in KINDS:
         raise InputError(f"unknown figure {figure!r}; choose {', '.join(KINDS)}")
-    if figure == "samplers":
-        return plot_samplers(summary, out)
-    if figure == "verifier-gap":
-        return plot_verifier_gap(summary, out)
-    if figure == "num-drafts":
-        return plot_num_drafts(summary, out)
-    timings = pd.read_csv(results / "timings.csv") if (results / "timings.csv").stat().st_size > 1 else pd.DataFrame()
-    return plot_scaling(summary, timings, out)
+    try:
+        if figure == "samplers":
+            return plot_samplers(summary, out)
+        if figure == "verifier-gap":
+            return plot_verifier_gap(summary, out)
+        if figure == "num-drafts":
+            return plot_num_drafts(summary, out)
+        timings_path = results / "timings.csv"
+        timings = (_read_table(timings_path, results) if timings_path.exists() and timings_path.stat().st_size > 1
+                   else pd.DataFrame())
+        return plot_scaling(summary, timings, out)
+    except (KeyError, AttributeError) as exc:
+        raise DataFileError(f"the tables in {results} lack a column the figure needs ({exc}); "
+                            "rerun mdsd sweep into it") from None
+
+
+def _read_table(path: Path, results: Path):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except (ValueError, OSError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataFileError(f"{path} is not a readable sweep table ({first}); rerun mdsd sweep into {results}") from None
 
 
 __all__ = ["KINDS", "plot_results"]

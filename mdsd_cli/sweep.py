@@ -26,6 +26,7 @@ index, so results do not depend on the executor or the order of cells.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -588,7 +589,7 @@ def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: 
     """Combine the stored cells into the pair, summary and timing tables and the manifest."""
     import pandas as pd
 
-    from .io import atomic_path, atomic_write_text, build_manifest
+    from .io import atomic_path, build_manifest
 
     pair_frames, summary_rows, timing_frames, cell_times = [], [], [], {}
     refused = 0
@@ -621,17 +622,20 @@ def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: 
     pairs = pd.concat(pair_frames, ignore_index=True)[columns] if pair_frames else pd.DataFrame(columns=columns)
     summary = pd.DataFrame(summary_rows)
     timings = pd.DataFrame(timing_frames)
-    for name, frame in (("pairs", pairs), ("summary", summary)):
-        with atomic_path(out / f"{name}.parquet") as tmp:
-            frame.to_parquet(tmp, index=False)
-        with atomic_path(out / f"{name}.csv") as tmp:
-            frame.to_csv(tmp, index=False, float_format="%.12g")
-    with atomic_path(out / "timings.csv") as tmp:
-        timings.to_csv(tmp, index=False, float_format="%.6g")
     manifest = build_manifest("sweep", config.as_dict(), seeds={"sweep": config.seed,
                               "streams": "numpy default_rng([seed, cell key, pair])"},
                               cells={"total": len(summary_rows), "refused": refused},
                               timings={"wall_seconds": round(seconds, 3), "executor": executor, "jobs": jobs,
                                        "cell_seconds": cell_times})
-    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    # Every table is written to its temporary file first and all are renamed together at
+    # the end: a failure while writing (disk full) leaves the previous tables as they were.
+    with contextlib.ExitStack() as stack:
+        def target(name):
+            return stack.enter_context(atomic_path(out / name))
+
+        for name, frame in (("pairs", pairs), ("summary", summary)):
+            frame.to_parquet(target(f"{name}.parquet"), index=False)
+            frame.to_csv(target(f"{name}.csv"), index=False, float_format="%.12g")
+        timings.to_csv(target("timings.csv"), index=False, float_format="%.6g")
+        target("manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return refused

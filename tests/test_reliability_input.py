@@ -113,6 +113,8 @@ def test_corrupted_dump_shard(tmp_path):
     assert_clean_error(run("bound", "--data", dump), 1, "not a readable shard")
     pq.write_table(pa.table({"x": [1]}), shard)  # a foreign Parquet file among the shards
     assert_clean_error(run("bound", "--data", dump), 1, "not an mdsd dump shard")
+    (dump / "manifest.json").write_text("[1, 2]")
+    assert_clean_error(run("bound", "--data", dump), 1, "not a JSON object")
 
 
 # --- wrong dtypes and shapes --------------------------------------------------------------------------
@@ -459,3 +461,19 @@ def test_library_errors_are_one_line(tmp_path):
     with pytest.raises(MdsdError) as info:
         load_data(tmp_path / "nothing.npz")
     assert "\n" not in str(info.value)
+
+
+# --- a damaged sweep directory for mdsd plot ------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage,fragment", [
+    (lambda d: (d / "summary.csv").write_text('dataset,"unclosed\n'), "not a readable sweep table"),
+    (lambda d: (d / "summary.csv").write_text(""), "not a readable sweep table"),
+    (lambda d: (d / "summary.csv").write_text("a,b\n1,2\n"), "it is not a sweep summary"),
+    (lambda d: (d / "summary.csv").unlink(), "has no summary.csv"),
+    (lambda d: (d / "manifest.json").write_text('{"config": 5}'), "names no figure"),
+])
+def test_plot_on_a_damaged_sweep_directory(tmp_path, damage, fragment):
+    out = tmp_path / "s"
+    assert run("sweep", "--data", "dirichlet", "-s", "iid", "-n", "2", "--out", out, "-q").exit_code == 0
+    damage(out)
+    assert_clean_error(run("plot", out), 1, fragment)
