@@ -92,8 +92,10 @@ def scaled_grid(qs: np.ndarray, n_eff: int, h: float, t_lo: float):
     rate x time only, so nothing is lost.
     """
     best = _smallest_scale(qs, n_eff)
-    if best is None or 45.0 / T_MAX <= best:
-        return qs, _grid(grid_end(qs, n_eff), h, t_lo), t_lo
+    if best is None:
+        return qs, _grid(T_LO * 10.0, h, t_lo), t_lo
+    if 45.0 / T_MAX <= best:  # the grid fits: the same t_hi as grid_end
+        return qs, _grid(min(max(45.0 / best, T_LO * 10.0), T_MAX), h, t_lo), t_lo
     log_hi = math.log(45.0) - math.log(best)  # finite even when best is denormal
     e = int(round((log_hi + math.log(t_lo)) / (2.0 * math.log(2.0))))
     scaled_lo = math.ldexp(t_lo, -e)
