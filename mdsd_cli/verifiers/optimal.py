@@ -362,39 +362,45 @@ def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
 
 
 def _capped(p, q, total):
-    """``min(p, lam q)`` summing to ``total`` (bisection on ``lam``)."""
+    """``min(p, lam q)`` summing to ``total``; ``p``, ``q`` in decreasing ``p/q`` order.
+
+    The capped tokens are a prefix ``[:k]``, so ``lam = (total - p[k:].sum()) / q[:k].sum()``
+    exactly; ``t = q / q[:k].sum() * (...)`` never overflows, even for ``q`` near the
+    float64 floor (where ``lam`` itself would).
+    """
     if total >= p.sum():
         return p.copy()
-    lo, hi = 0.0, 1.0
-    while np.minimum(p, hi * q).sum() < total:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if np.minimum(p, mid * q).sum() < total:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-16 * hi:
-            break
-    return np.minimum(p, hi * q)
+    if total >= p[q > 0].sum():  # never for a minimising A* (it carries at least P(X hits A*))
+        return np.where(q > 0, p, 0.0)
+    pre_q = np.cumsum(q)  # q[:k+1].sum()
+    suf_p = np.concatenate((np.cumsum(p[::-1])[::-1][1:], [0.0]))  # p[k+1:].sum()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lam = (total - suf_p) / pre_q
+        nxt = np.concatenate((np.where(q[1:] > 0, p[1:] / q[1:], np.inf), [-np.inf]))
+    ok = np.flatnonzero((pre_q > 0) & (lam >= nxt))  # the next token is not capped
+    k = int(ok[0]) + 1 if ok.size else p.size
+    t = p.copy()
+    t[:k] = q[:k] / pre_q[k - 1] * (total - suf_p[k - 1])
+    return np.minimum(t, p)
 
 
 def _floored(p, q, total):
-    """``max(p, kappa q)`` summing to ``total`` (bisection on ``kappa``)."""
+    """``max(p, kappa q)`` summing to ``total``; ``p``, ``q`` in decreasing ``p/q`` order.
+
+    The floored tokens are a suffix ``[j:]``, so ``kappa = (total - p[:j].sum()) / q[j:].sum()``.
+    """
     if total <= p.sum():
         return p.copy()
-    lo, hi = 0.0, 1.0
-    while np.maximum(p, hi * q).sum() < total:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if np.maximum(p, mid * q).sum() < total:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-16 * hi:
-            break
-    return np.maximum(p, lo * q)
+    pre_p = np.concatenate(([0.0], np.cumsum(p)))[:-1]  # p[:j].sum()
+    suf_q = np.cumsum(q[::-1])[::-1]  # q[j:].sum()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        kappa = (total - pre_p) / suf_q
+        prev = np.concatenate(([np.inf], np.where(q[:-1] > 0, p[:-1] / q[:-1], np.inf)))
+    ok = np.flatnonzero((suf_q > 0) & (kappa <= prev))  # the previous token is not floored
+    j = int(ok[-1]) if ok.size else 0
+    t = p.copy()
+    t[j:] = np.maximum(p[j:], q[j:] / suf_q[j] * (total - pre_p[j]))
+    return t
 
 
 def solve_enumerated(members: np.ndarray, prob: np.ndarray, block_of: np.ndarray, tokens: np.ndarray,
@@ -470,7 +476,7 @@ class _LuceVerifier(PreparedVerifier):
         self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
         for i, tokens in enumerate(blocks):
             self.block[tokens] = i
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.accept = np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
         left = np.maximum(self.p - np.minimum(self.p, c), 0.0)
         self.residual = left / left.sum() if left.sum() > 0 else self.p.copy()
