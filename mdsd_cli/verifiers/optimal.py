@@ -48,6 +48,8 @@ from .._wor_kernel import default_step
 from ..samplers import ratio_order
 from .base import PreparedVerifier, drafted_mass
 
+#: ``exact_rate`` is reported when the rate is known to within this (else None).
+RATE_TOLERANCE = 1e-9
 #: Relative gap under which a chain prefix counts as tight (block boundary).
 TIGHT = 1e-12
 #: Weights span at most 1/WEIGHT_FLOOR within a block (anchored at the largest
@@ -519,11 +521,12 @@ class _LuceVerifier(PreparedVerifier):
     def exact_rate(self):
         # Candidates in A* are always accepted (c <= p there) and a rejected tail
         # candidate's residual lies in A*, which the drafts missed; so
-        # P(Y in X) = sum min(p, c), up to residual mass left on tail tokens.
+        # P(Y in X) = sum min(p, c) + (residual left on tail tokens that lands on a
+        # draft), a lower bound within that residual mass of the rate.
         first_tail = self.info.get("first_tail_block")
         if first_tail is not None:
             in_tail = (self.block >= first_tail) & (self.block < np.iinfo(np.int64).max)
-            if np.maximum(self.p - self.candidate, 0.0)[in_tail].sum() > 1e-12:
+            if np.maximum(self.p - self.candidate, 0.0)[in_tail].sum() > RATE_TOLERANCE:
                 return None  # not converged to that precision: enumerate or estimate instead
         return float(np.minimum(self.p, self.candidate).sum())
 
