@@ -335,6 +335,37 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler):
     return order, K, t, np.flatnonzero(tight)
 
 
+def priority_blocks(order, K, cuts, q):
+    """The runs of the chain between consecutive tight cuts (tokens with ``q > 0``).
+
+    Returns ``[(tokens, end), ...]`` in priority order (``end`` is the chain position
+    after the block) and the index of the first block after ``A* = chain[:K]``.
+    """
+    blocks, first_tail = [], None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        tokens = order[a:b]
+        tokens = tokens[q[tokens] > 0]
+        if tokens.size == 0:
+            continue
+        if a >= K and first_tail is None:
+            first_tail = len(blocks)
+        blocks.append((tokens, int(b)))
+    return blocks, first_tail
+
+
+def _solve_blocks(blocks, first_tail, V, K, t, method, solve):
+    """Run ``solve(tokens, end) -> (w, c, info)`` on every block; assemble the plan."""
+    weights, c = np.zeros(V), np.zeros(V)
+    info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": 0.0, "first_tail_block": first_tail,
+            "method": method}
+    for tokens, end in blocks:
+        w, cb, binfo = solve(tokens, end)
+        weights[tokens], c[tokens] = w, cb
+        info["iterations"] = max(info["iterations"], binfo["iterations"])
+        info["residual"] = max(info["residual"], binfo["residual"])
+    return [tokens for tokens, _ in blocks], weights, c, t, info
+
+
 def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
     """Blocks, Luce weights and the exact candidate law of the optimal iid verifier."""
     from ..samplers import SAMPLERS
@@ -343,24 +374,9 @@ def iid_plan(p: np.ndarray, q: np.ndarray, n: int):
     order, K, t, cuts = chain_targets(p, q, n, SAMPLERS["iid"])
     # draft mass after each chain position, summed from the end: exactly 0 after the last token
     after = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))
-    blocks, weights, c = [], np.zeros(V), np.zeros(V)
-    info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None}
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        tokens = order[a:b]
-        tokens = tokens[q[tokens] > 0]
-        if tokens.size == 0:
-            continue
-        if a >= K and info["first_tail_block"] is None:
-            info["first_tail_block"] = len(blocks)
-        block = _Block(tokens, q, t, after[b], n)
-        w, cb, binfo = solve_block(block)
-        weights[tokens] = w
-        c[tokens] = cb
-        blocks.append(tokens)
-        info["blocks"] += 1
-        info["iterations"] = max(info["iterations"], binfo["iterations"])
-        info["residual"] = max(info["residual"], binfo["residual"])
-    return blocks, weights, c, t, info
+    blocks, first_tail = priority_blocks(order, K, cuts, q)
+    return _solve_blocks(blocks, first_tail, V, K, t, "quadrature",
+                         lambda tokens, end: solve_block(_Block(tokens, q, t, after[end], n)))
 
 
 def _capped(p, q, total):
@@ -596,26 +612,12 @@ class OptimalWOR(_LuceVerifier):
 
     def _enumerated(self, order, K, t, cuts, q, n):
         law = self.draft_sampler.set_law(q, n)
-        blocks, block_of = [], np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
-        info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None,
-                "method": "enumerated"}
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            tokens = order[a:b]
-            tokens = tokens[q[tokens] > 0]
-            if tokens.size == 0:
-                continue
-            if a >= K and info["first_tail_block"] is None:
-                info["first_tail_block"] = len(blocks)
-            block_of[tokens] = len(blocks)
-            blocks.append(tokens)
-        weights, c = np.zeros(self.V), np.zeros(self.V)
-        for tokens in blocks:
-            w, cb, binfo = solve_enumerated(law.members, law.prob, block_of, tokens, t, self.V)
-            weights[tokens], c[tokens] = w, cb
-            info["iterations"] = max(info["iterations"], binfo["iterations"])
-            info["residual"] = max(info["residual"], binfo["residual"])
-        info["blocks"] = len(blocks)
-        return blocks, weights, c, t, info
+        blocks, first_tail = priority_blocks(order, K, cuts, q)
+        block_of = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
+        for i, (tokens, _) in enumerate(blocks):
+            block_of[tokens] = i
+        return _solve_blocks(blocks, first_tail, self.V, K, t, "enumerated",
+                             lambda tokens, end: solve_enumerated(law.members, law.prob, block_of, tokens, t, self.V))
 
 
 class _PairBlock:
@@ -756,24 +758,9 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
 
 def wor_pair_plan(p, q, order, K, t, cuts):
     """Optimal wor verifier at n = 2, full vocabulary (see :class:`_PairBlock`)."""
-    V = p.size
-    blocks, weights, c = [], np.zeros(V), np.zeros(V)
-    info = {"K": K, "blocks": 0, "iterations": 0, "residual": 0.0, "first_tail_block": None, "method": "pair formula"}
     r = np.where(q < 1.0, q / np.maximum(1.0 - q, 1e-300), 0.0)
     Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
     Lr = np.concatenate((np.cumsum(r[order][::-1])[::-1], [0.0]))
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        tokens = order[a:b]
-        tokens = tokens[q[tokens] > 0]
-        if tokens.size == 0:
-            continue
-        if a >= K and info["first_tail_block"] is None:
-            info["first_tail_block"] = len(blocks)
-        block = _PairBlock(tokens, q, t, Lq[b], Lr[b])
-        w, cb, binfo = _solve_pair_block(block)
-        weights[tokens], c[tokens] = w, cb
-        blocks.append(tokens)
-        info["iterations"] = max(info["iterations"], binfo["iterations"])
-        info["residual"] = max(info["residual"], binfo["residual"])
-    info["blocks"] = len(blocks)
-    return blocks, weights, c, t, info
+    blocks, first_tail = priority_blocks(order, K, cuts, q)
+    return _solve_blocks(blocks, first_tail, p.size, K, t, "pair formula",
+                         lambda tokens, end: _solve_pair_block(_PairBlock(tokens, q, t, Lq[end], Lr[end])))
