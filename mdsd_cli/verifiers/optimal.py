@@ -681,6 +681,14 @@ def _hermite_eval(xs, fs, dfs, x):
 def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     kM, kF = _kernels()
     kM, kF = kM or _block_M, kF or _block_F
+    ratio = block.target / block.q
+    if np.allclose(ratio, ratio[0], rtol=1e-15, atol=0):
+        # one token, or one target ratio (at low temperature most blocks are single
+        # tokens): equal weights, and the exact law of that choice
+        w = np.ones(block.q.size)
+        s_w = block.grid(1.0, 1.0)
+        c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
+        return w, c, {"iterations": 0, "residual": 0.0}
     span = -math.log(WEIGHT_FLOOR)
     top = block.later > 0  # as for iid: anchor the largest weight when later drafts can win
     w_lo, w_hi = (WEIGHT_FLOOR, 1.0) if top else (1.0, 1.0 / WEIGHT_FLOOR)
