@@ -134,8 +134,13 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
 
     rng = np.random.default_rng(8)
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)  # force the full-vocabulary path at small V
-    for _ in range(40):
+    for trial in range(60):
         p, q = random_pair(rng, int(rng.integers(3, 9)), zeros=False)
+        if trial % 3 == 0:
+            # tied ratios p/q on a group of tokens (n-gram backoff gives these at low T):
+            # one block, equal target ratios, yet without replacement unequal weights
+            k = int(rng.integers(2, q.size))
+            p[:k] = q[:k] * (p[:k].sum() / q[:k].sum())
         v = optimal.OptimalWOR(p, q, 2)
         assert v.info["method"] == "pair formula"
         assert np.abs(output_distribution(v) - p).max() <= 1e-12

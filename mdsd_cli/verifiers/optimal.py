@@ -681,11 +681,11 @@ def _hermite_eval(xs, fs, dfs, x):
 def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     kM, kF = _kernels()
     kM, kF = kM or _block_M, kF or _block_F
-    ratio = block.target / block.q
-    if np.allclose(ratio, ratio[0], rtol=1e-15, atol=0):
-        # one token, or one target ratio (at low temperature most blocks are single
-        # tokens): equal weights, and the exact law of that choice
-        w = np.ones(block.q.size)
+    if block.q.size == 1:
+        # one token (at low temperature most blocks are): no choice to make, its law is
+        # fixed. (Equal target ratios do not mean equal weights: without replacement the
+        # pair law is not a product, so the Luce choice is not proportional to q.)
+        w = np.ones(1)
         s_w = block.grid(1.0, 1.0)
         c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
         return w, c, {"iterations": 0, "residual": 0.0}
