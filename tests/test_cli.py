@@ -48,6 +48,14 @@ def test_every_command_has_help_and_is_listed():
         assert sub.exit_code == 0 and "Usage" in sub.stdout and len(sub.stdout) > 200
 
 
+def test_verifier_help_lists_every_registered_verifier():
+    from mdsd_cli.verifiers import VERIFIERS
+
+    text = " ".join(run("verify", "--help").stdout.split())  # rich wraps the help text
+    for name in VERIFIERS:
+        assert name in text
+
+
 def test_commands_are_documented_in_the_readme():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for command in COMMANDS:

@@ -125,8 +125,8 @@ def _registered_verifiers(values):
 
 
 VerifierOpt = Annotated[list[str] | None, typer.Option(
-    "--verifier", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, or 'all'. Repeat for several. "
-    "(default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL)]
+    "--verifier", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, optimal-iid, optimal-wor, or "
+    "'all'. Repeat for several. (default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL)]
 MethodOpt = Annotated[MethodChoice, typer.Option(
     "--method", help="exact (closed form, or enumeration of draft tuples for small V), monte-carlo "
     "(mean ± standard error over sampled tuples), or auto (exact when possible).", rich_help_panel=VERIFY_PANEL)]
