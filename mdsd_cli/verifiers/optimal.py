@@ -711,7 +711,8 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
             f = c - block.target[active]
             lo[active] = np.where(f < 0, x[active], lo[active])
             hi[active] = np.where(f > 0, x[active], hi[active])
-            step = np.where(dc > 1e-300, -f / np.maximum(dc, 1e-300), 0.0)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # huge steps are bisected below
+                step = np.where(dc > 1e-300, -f / np.maximum(dc, 1e-300), 0.0)
             new = x[active] + step
             bad = (new < lo[active]) | (new > hi[active]) | ~np.isfinite(new)
             new = np.where(bad, 0.5 * (lo[active] + hi[active]), new)
