@@ -22,7 +22,8 @@ from .errors import DataFileError, InputError
 KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
           "rrs": "#1f77b4", "rrsw": "#2ca02c", "kseq": "#ff7f0e", "otm": "#17becf", "chain": "#1f77b4",
-          "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728"}
+          "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728", "optimal-iid": "#000000",
+          "optimal-wor": "#8c564b"}
 
 
 def _pyplot():
