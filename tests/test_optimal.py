@@ -162,3 +162,20 @@ def test_optimal_wor_at_larger_vocabulary_and_its_limits():
     assert sampled_output_test(v, 150_000, np.random.default_rng(4)).pvalue > 1e-4
     with pytest.raises(SizeLimitError, match="n <= 2"):
         OptimalWOR(p, q, 3)
+
+
+@pytest.mark.parametrize("name", ["optimal-iid", "optimal-wor"])
+def test_optimal_on_real_text_at_low_temperature(tmp_path, monkeypatch, name):
+    """Cold n-gram pairs: many single-token blocks and groups of tied ratios p/q (Kneser-Ney
+    backoff), the case a shortcut once got wrong without replacement (short by up to 0.04)."""
+    from mdsd_cli.datasets import load_data
+    from mdsd_cli.verifiers import VERIFIERS
+
+    monkeypatch.setenv("MDSD_CACHE_DIR", str(tmp_path))
+    pairs = load_data("pydoc-ngram", temperature=0.5)
+    sampler = "iid" if name == "optimal-iid" else "wor"
+    for i in (21, 308, 389, 462):
+        p, q = pairs.target[i], pairs.draft[i]
+        v = VERIFIERS[name](p, q, 2)
+        assert v.exact_rate() == pytest.approx(optimal_acceptance(p, q, 2, sampler=sampler), abs=1e-9)
+    assert sampled_output_test(v, 100_000, np.random.default_rng(5)).pvalue > 1e-4  # V = 2,380: too many to enumerate
