@@ -147,6 +147,29 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
         assert enumerated_rate(v) == pytest.approx(optimal_acceptance(p, q, 2, sampler="wor"), abs=1e-9)
 
 
+@pytest.mark.parametrize("rest", [0.3, 1e-6, 1e-10, 2e-16, 0.0])
+def test_optimal_wor_pair_formula_with_a_dominant_draft_token(monkeypatch, rest):
+    """q(0) near 1 (cold drafts): 1 - q(0) is rounding error and q/(1-q) huge; the law of
+    the dominant token must come from the other tokens' sums (it once gave c(0) = 5)."""
+    import mdsd_cli.verifiers.optimal as optimal
+
+    monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)
+    rng = np.random.default_rng(11)
+    V = 9
+    for trial in range(6):
+        q = rng.dirichlet(np.ones(V - 1)) * (rest if rest else 1e-20)
+        q = np.concatenate(([1.0 - rest], q))  # q(0) == 1.0 exactly when rest = 0
+        p = [q.copy(), rng.dirichlet(np.ones(V)), np.full(V, 1.0 / V)][trial % 3]
+        if trial >= 3:
+            p = np.roll(p, 1)
+        v = optimal.OptimalWOR(p, q, 2)
+        assert v.info["method"] == "pair formula"
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12
+        bound = optimal_acceptance(p, q, 2, sampler="wor")
+        assert enumerated_rate(v) == pytest.approx(bound, abs=1e-9)
+        assert v.exact_rate() == pytest.approx(bound, abs=1e-9)
+
+
 def test_optimal_wor_at_larger_vocabulary_and_its_limits():
     from mdsd_cli import zipf_pairs
     from mdsd_cli.errors import SizeLimitError

@@ -638,14 +638,24 @@ class _PairBlock:
     at n = 2, the quadrature is shared.
     """
 
-    def __init__(self, tokens, q, t, L1, L2):
+    def __init__(self, tokens, q, t, L1, L2, rest):
         self.later = L1
         self.tokens = tokens
         self.q = q[tokens]
-        self.r = self.q / (1.0 - self.q)  # q / (1 - q)
-        self.base = self.q * (L1 / (1.0 - self.q) + L2) - self.q * self.r
+        self.rest = rest[tokens]  # the draft mass of every other token, 1 - q (summed for a dominant token)
+        self.r = self.q / self.rest
+        self.base = self.q * (L1 / self.rest + L2) - self.q * self.r
         self.target = t[tokens]
         self.h = default_step(2)
+        # A token with q > 1/2 has r = q / (1 - q) >> 1: its own pair would be added
+        # inside M and subtracted in base, cancelling catastrophically. Its law is
+        # computed from the sums over the other tokens of the block instead.
+        dom = np.flatnonzero(self.q > 0.5)
+        self.dom = int(dom[0]) if dom.size else None
+        self.others = np.arange(self.q.size)
+        if self.dom is not None:
+            self.base[self.dom] = self.q[self.dom] * (L1 / self.rest[self.dom] + L2)
+            self.others = np.delete(self.others, self.dom)
 
     def grid(self, w_lo, w_hi):
         lo = 1e-8 / w_hi
@@ -653,16 +663,37 @@ class _PairBlock:
         G = int(math.ceil(math.log(hi / lo) / self.h)) + 1
         return np.exp(math.log(lo) + self.h * np.arange(G))
 
-    def law(self, w, s, M1, M2):
-        """``c`` and ``dc/dlog w`` per token for fixed ``M1``, ``M2`` on grid ``s``."""
+    def sums(self, w, s, idx):
+        """``M_1``, ``M_2`` on grid ``s`` over the block tokens ``idx``."""
+        kM = _kernels()[0] or _block_M
+        return kM(self.q[idx], w[idx], s, 0.0), kM(self.r[idx], w[idx], s, 0.0)
+
+    def law(self, w, s, M1, M2, idx=None):
+        """``c`` and ``dc/dlog w`` of tokens ``idx`` (all) for fixed ``M1``, ``M2`` (all block tokens)."""
+        idx = self.others if idx is None and self.dom is None else idx
+        if idx is None:  # every token: the others from M, the dominant one from the others' sums
+            c, dc = np.empty(self.q.size), np.empty(self.q.size)
+            c[self.others], dc[self.others] = self.law(w, s, M1, M2, self.others)
+            M1o, M2o = self.sums(w, s, self.others)
+            c[[self.dom]], dc[[self.dom]] = self.dominant_law(w[[self.dom]], s, M1o, M2o)
+            return c, dc
         kF = _kernels()[1] or _block_F
-        left1 = s[0] * self.h / math.expm1(self.h) * self.q.sum()
-        left2 = s[0] * self.h / math.expm1(self.h) * self.r.sum()
-        F1, d1 = kF(w, s, M1, self.h, left1, 2)  # 2 w I1(w)
-        F2, d2 = kF(w, s, M2, self.h, left2, 2)
-        c = self.base + 0.5 * self.q * (F1 / (1.0 - self.q) + F2)
-        dc = 0.5 * self.q * (d1 / (1.0 - self.q) + d2)
-        return c, dc
+        left = s[0] * self.h / math.expm1(self.h)
+        F1, d1 = kF(w[idx], s, M1, self.h, left * self.q.sum(), 2)  # 2 w I1(w)
+        F2, d2 = kF(w[idx], s, M2, self.h, left * self.r.sum(), 2)
+        q, rest = self.q[idx], self.rest[idx]
+        return self.base[idx] + 0.5 * q * (F1 / rest + F2), 0.5 * q * (d1 / rest + d2)
+
+    def dominant_law(self, wd, s, M1o, M2o):
+        """``c`` and ``dc/dlog w`` of the dominant token, given the sums over the other block tokens."""
+        kF = _kernels()[1] or _block_F
+        left = s[0] * self.h / math.expm1(self.h)
+        o = self.others
+        F1, d1 = kF(wd, s, M1o, self.h, left * self.q[o].sum(), 2)
+        F2, d2 = kF(wd, s, M2o, self.h, left * self.r[o].sum(), 2)
+        d = self.dom
+        q, rest = self.q[d], self.rest[d]
+        return self.base[d] + 0.5 * q * (F1 / rest + F2), 0.5 * q * (d1 / rest + d2)
 
 
 def _hermite_eval(xs, fs, dfs, x):
@@ -679,6 +710,13 @@ def _hermite_eval(xs, fs, dfs, x):
 
 
 def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
+    """Luce weights with ``c = t`` on one pair block; returns ``(w, c, info)``.
+
+    The fixed point is on the sums ``M_1``, ``M_2`` over the block's tokens other
+    than a dominant one (q > 1/2), scaled to [0, 1]; the dominant token's weight is
+    solved inside the map from those sums, then every other weight from a table of
+    the full sums (as for iid).
+    """
     kM, kF = _kernels()
     kM, kF = kM or _block_M, kF or _block_F
     if block.q.size == 1:
@@ -687,28 +725,30 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
         # pair law is not a product, so the Luce choice is not proportional to q.)
         w = np.ones(1)
         s_w = block.grid(1.0, 1.0)
-        c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
+        c, _ = block.law(w, s_w, *block.sums(w, s_w, np.arange(1)))
         return w, c, {"iterations": 0, "residual": 0.0}
     span = -math.log(WEIGHT_FLOOR)
     top = block.later > 0  # as for iid: anchor the largest weight when later drafts can win
     w_lo, w_hi = (WEIGHT_FLOOR, 1.0) if top else (1.0, 1.0 / WEIGHT_FLOOR)
     table_x = np.linspace(-span - 1.0, 1.0, 1600) if top else np.linspace(-1.0, span + 1.0, 1600)
     s = block.grid(w_lo, w_hi)
-    M1_0, M2_0 = block.q.sum(), block.r.sum()
+    o, d = block.others, block.dom
+    M1_0, M2_0 = block.q.sum(), block.r.sum()  # the full sums at s = 0
+    O1_0, O2_0 = max(block.q[o].sum(), 1e-300), max(block.r[o].sum(), 1e-300)  # the others' sums
     scale = s[0] * block.h / math.expm1(block.h)
 
     def anchored(x):
         x = x - (x.max() if top else x.min())
         return np.clip(np.exp(x), w_lo, w_hi)
 
-    def newton(x, value_and_slope, max_steps=40):
+    def newton(x, value_and_slope, target, max_steps=40):
         # safeguarded per-token Newton in log w on c(x) = t
         lo = np.full(x.size, table_x[0] - 5.0)
         hi = np.full(x.size, table_x[-1] + 5.0)
         active = np.arange(x.size)
         for _ in range(max_steps):
             c, dc = value_and_slope(x[active], active)
-            f = c - block.target[active]
+            f = c - target[active]
             lo[active] = np.where(f < 0, x[active], lo[active])
             hi[active] = np.where(f > 0, x[active], hi[active])
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # huge steps are bisected below
@@ -716,7 +756,7 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
             new = x[active] + step
             bad = (new < lo[active]) | (new > hi[active]) | ~np.isfinite(new)
             new = np.where(bad, 0.5 * (lo[active] + hi[active]), new)
-            done = np.abs(f) <= 1e-15 * np.maximum(block.target[active], 1e-300)
+            done = np.abs(f) <= 1e-15 * np.maximum(target[active], 1e-300)
             new = np.where(done, x[active], new)
             moved = np.abs(new - x[active])
             x[active] = new
@@ -726,50 +766,69 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
         return x
 
     def weights_for(m, x0, exact):
-        M1, M2 = m[: s.size] * M1_0, m[s.size:] * M2_0
+        x = x0.copy()
+        M1, M2 = m[: s.size] * O1_0, m[s.size:] * O2_0  # sums over the others
+        if d is not None:  # the dominant token first, from the others' sums; then add it
+            x[[d]] = newton(x[[d]], lambda xd, _: block.dominant_law(np.exp(xd), s, M1, M2), block.target[[d]])
+            M1 = M1 + block.q[d] * np.exp(-np.exp(x[d]) * s)
+            M2 = M2 + block.r[d] * np.exp(-np.exp(x[d]) * s)
         F1, d1 = kF(np.exp(table_x), s, M1, block.h, scale * M1_0, 2)
         F2, d2 = kF(np.exp(table_x), s, M2, block.h, scale * M2_0, 2)
+        q, rest, base = block.q[o], block.rest[o], block.base[o]
 
         def from_table(x, idx):
             f1, g1 = _hermite_eval(table_x, F1, d1, x)
             f2, g2 = _hermite_eval(table_x, F2, d2, x)
-            qy, ry = block.q[idx], 1.0 - block.q[idx]
-            return block.base[idx] + 0.5 * qy * (f1 / ry + f2), 0.5 * qy * (g1 / ry + g2)
+            return base[idx] + 0.5 * q[idx] * (f1 / rest[idx] + f2), 0.5 * q[idx] * (g1 / rest[idx] + g2)
 
-        x = newton(x0.copy(), from_table)
+        xo = newton(x[o], from_table, block.target[o])
         if exact:
-            def from_quadrature(x, idx):
-                sub = _PairBlock.__new__(_PairBlock)
-                sub.q, sub.r, sub.base, sub.h = block.q[idx], block.r[idx], block.base[idx], block.h
-                return sub.law(np.exp(x), s, M1, M2)
+            def from_quadrature(xs, idx):
+                w = np.exp(x)
+                w[o[idx]] = np.exp(xs)
+                return block.law(w, s, M1, M2, o[idx])
 
-            x = newton(x, from_quadrature, max_steps=12)
+            xo = newton(xo, from_quadrature, block.target[o], max_steps=12)
+        x[o] = xo
         return anchored(x)
+
+    def others_sums(w):
+        M1, M2 = block.sums(w, s, o)
+        return np.concatenate((M1 / O1_0, M2 / O2_0))
 
     state = {"x": np.log(anchored(np.log(block.target / block.q)))}
 
     def fixed_map(m, exact=False):
         w = weights_for(m, state["x"], exact)
         state["x"] = np.log(w)
-        return np.concatenate((kM(block.q, w, s, 0.0) / M1_0, kM(block.r, w, s, 0.0) / M2_0))
+        return others_sums(w)
 
-    w0 = np.exp(state["x"])
-    m0 = np.concatenate((kM(block.q, w0, s, 0.0) / M1_0, kM(block.r, w0, s, 0.0) / M2_0))
+    m0 = others_sums(np.exp(state["x"]))
     m, it1, _ = _anderson(fixed_map, m0, tol=1e-11, max_iter=200, clip=(0.0, 1.0))
     # tokens pinned at the weight floor keep the exact phase from going much below
     # 1e-11 here; alpha* is then met to ~1e-11 (small V is solved exactly by enumeration)
     m, it2, residual = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=10, clip=(0.0, 1.0))
     w = np.exp(state["x"])
     s_w = block.grid(w.min(), w.max())
-    c, _ = block.law(w, s_w, kM(block.q, w, s_w, 0.0), kM(block.r, w, s_w, 0.0))
+    c, _ = block.law(w, s_w, *block.sums(w, s_w, np.arange(w.size)))
     return w, c, {"iterations": it1 + it2, "residual": residual}
+
+
+def _rest_mass(q):
+    """``sum_{j != y} q_j`` per token: ``1 - q`` except for a token with ``q > 1/2``,
+    whose rest is summed (``1 - q`` would be all rounding error when q is near 1)."""
+    rest = 1.0 - q
+    for d in np.flatnonzero(q > 0.5):
+        rest[d] = q[:d].sum() + q[d + 1:].sum()
+    return rest
 
 
 def wor_pair_plan(p, q, order, K, t, cuts):
     """Optimal wor verifier at n = 2, full vocabulary (see :class:`_PairBlock`)."""
-    r = np.where(q < 1.0, q / np.maximum(1.0 - q, 1e-300), 0.0)
+    rest = _rest_mass(q)
+    r = np.where(rest > 0.0, q / np.maximum(rest, 1e-300), 0.0)
     Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
     Lr = np.concatenate((np.cumsum(r[order][::-1])[::-1], [0.0]))
     blocks, first_tail = priority_blocks(order, K, cuts, q)
     return _solve_blocks(blocks, first_tail, p.size, K, t, "pair formula",
-                         lambda tokens, end: _solve_pair_block(_PairBlock(tokens, q, t, Lq[end], Lr[end])))
+                         lambda tokens, end: _solve_pair_block(_PairBlock(tokens, q, t, Lq[end], Lr[end], rest)))
