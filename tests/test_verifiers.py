@@ -169,6 +169,22 @@ def test_a_wrong_verifier_is_caught_exactly_and_statistically():
     assert sampled_output_test(v, 100_000, np.random.default_rng(0)).pvalue < 1e-6
 
 
+def test_a_concentrated_target_is_still_tested():
+    """p on one token up to 1e-12: pooling leaves one cell, so the mass that lands
+    elsewhere gets an exact binomial test instead of a vacuous pass."""
+    p = np.array([1.0 - 1e-12, 5e-13, 5e-13])
+    q = np.array([0.2, 0.3, 0.5])
+    good = VERIFIERS["rrs"](p, q, 2)
+    result = sampled_output_test(good, 20_000, np.random.default_rng(0))
+    assert result.dof == 1 and result.pvalue > 0.5
+
+    class OffTop(RRSWithoutResidualUpdate):  # 10% of its output off the top token
+        def output_law(self, drafts):
+            return np.array([0.9, 0.05, 0.05])
+
+    assert sampled_output_test(OffTop(p, q, 2), 20_000, np.random.default_rng(0)).pvalue < 1e-12
+
+
 def test_verify_and_output_law_api():
     p, q = [0.3, 0.4, 0.3], [0.6, 0.3, 0.1]
     tokens = [verify("rrs", p, q, [0, 1], rng=seed) for seed in range(200)]

@@ -97,7 +97,8 @@ def sampled_output_test(verifier: PreparedVerifier, trials: int, rng: np.random.
     """Sample ``trials`` (drafts, output) pairs; test the output counts against ``p``.
 
     ``test`` is ``"chi2"`` (Pearson) or ``"g"`` (likelihood ratio). Tokens with
-    small expected counts are pooled so that every cell expects at least 5.
+    small expected counts are pooled so that every cell expects at least 5; when that
+    leaves one cell, the count outside the most probable token gets an exact binomial test.
     """
     from scipy import stats
 
@@ -133,7 +134,15 @@ def sampled_output_test(verifier: PreparedVerifier, trials: int, rng: np.random.
     exp = exp * obs.sum() / exp.sum() if obs.sum() > 0 else exp
     dof = max(obs.size - 1, 0)
     if dof == 0:
-        return LosslessTest(0.0, 0, 1.0, trials, impossible)
+        # p too concentrated for a cell expecting 5 besides the top token: test the
+        # other tokens' pooled count exactly (a binomial), which pooling would hide
+        top = int(np.argmax(p))
+        tail = float(p[:top].sum() + p[top + 1:].sum())
+        if tail <= 0.0:
+            return LosslessTest(0.0, 0, 1.0, trials, impossible)
+        k = int(counts.sum() - counts[top])
+        return LosslessTest(float(k), 1, float(stats.binomtest(k, int(counts.sum()), tail).pvalue), trials,
+                            impossible)
     if test == "g":
         with np.errstate(divide="ignore", invalid="ignore"):
             stat = float(2.0 * np.sum(np.where(obs > 0, obs * np.log(obs / exp), 0.0)))
