@@ -147,7 +147,7 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
         assert enumerated_rate(v) == pytest.approx(optimal_acceptance(p, q, 2, sampler="wor"), abs=1e-9)
 
 
-@pytest.mark.parametrize("rest", [0.3, 1e-6, 1e-10, 2e-16, 0.0])
+@pytest.mark.parametrize("rest", [0.3, 1e-6, 1e-10, 2e-16, 1e-280, 0.0])
 def test_optimal_wor_pair_formula_with_a_dominant_draft_token(monkeypatch, rest):
     """q(0) near 1 (cold drafts): 1 - q(0) is rounding error and q/(1-q) huge; the law of
     the dominant token must come from the other tokens' sums (it once gave c(0) = 5)."""

@@ -656,6 +656,10 @@ class _PairBlock:
         if self.dom is not None:
             self.base[self.dom] = self.q[self.dom] * (L1 / self.rest[self.dom] + L2)
             self.others = np.delete(self.others, self.dom)
+        # the sums over the others are kept divided by their value at s = 0, so that
+        # tiny masses (1e-300 next to a dominant token) keep full precision
+        self.Q1 = float(self.q[self.others].sum()) or 1.0
+        self.Q2 = float(self.r[self.others].sum()) or 1.0
 
     def grid(self, w_lo, w_hi):
         lo = 1e-8 / w_hi
@@ -663,37 +667,54 @@ class _PairBlock:
         G = int(math.ceil(math.log(hi / lo) / self.h)) + 1
         return np.exp(math.log(lo) + self.h * np.arange(G))
 
-    def sums(self, w, s, idx):
-        """``M_1``, ``M_2`` on grid ``s`` over the block tokens ``idx``."""
+    def sums(self, w, s):
+        """``M_1 / Q_1``, ``M_2 / Q_2`` on grid ``s``: the sums over the block tokens other than
+        the dominant one, divided by their values at s = 0 (in [0, 1])."""
         kM = _kernels()[0] or _block_M
-        return kM(self.q[idx], w[idx], s, 0.0), kM(self.r[idx], w[idx], s, 0.0)
-
-    def law(self, w, s, M1, M2, idx=None):
-        """``c`` and ``dc/dlog w`` of tokens ``idx`` (all) for fixed ``M1``, ``M2`` (all block tokens)."""
-        idx = self.others if idx is None and self.dom is None else idx
-        if idx is None:  # every token: the others from M, the dominant one from the others' sums
-            c, dc = np.empty(self.q.size), np.empty(self.q.size)
-            c[self.others], dc[self.others] = self.law(w, s, M1, M2, self.others)
-            M1o, M2o = self.sums(w, s, self.others)
-            c[[self.dom]], dc[[self.dom]] = self.dominant_law(w[[self.dom]], s, M1o, M2o)
-            return c, dc
-        kF = _kernels()[1] or _block_F
-        left = s[0] * self.h / math.expm1(self.h)
-        F1, d1 = kF(w[idx], s, M1, self.h, left * self.q.sum(), 2)  # 2 w I1(w)
-        F2, d2 = kF(w[idx], s, M2, self.h, left * self.r.sum(), 2)
-        q, rest = self.q[idx], self.rest[idx]
-        return self.base[idx] + 0.5 * q * (F1 / rest + F2), 0.5 * q * (d1 / rest + d2)
-
-    def dominant_law(self, wd, s, M1o, M2o):
-        """``c`` and ``dc/dlog w`` of the dominant token, given the sums over the other block tokens."""
-        kF = _kernels()[1] or _block_F
-        left = s[0] * self.h / math.expm1(self.h)
         o = self.others
-        F1, d1 = kF(wd, s, M1o, self.h, left * self.q[o].sum(), 2)
-        F2, d2 = kF(wd, s, M2o, self.h, left * self.r[o].sum(), 2)
+        return kM(self.q[o] / self.Q1, w[o], s, 0.0), kM(self.r[o] / self.Q2, w[o], s, 0.0)
+
+    def with_dominant(self, wy, wd, idx):
+        """The pair ``{y, d}`` in closed form: its mass ``q_y (q_d/(1-q_y) + r_d)`` times the
+        share ``a = w_y/(w_y+w_d)`` of y, and the slope of that in ``log w_y``."""
         d = self.dom
-        q, rest = self.q[d], self.rest[d]
-        return self.base[d] + 0.5 * q * (F1 / rest + F2), 0.5 * q * (d1 / rest + d2)
+        q, rest = self.q[idx], self.rest[idx]
+        mass = q * self.q[d] / rest + (q / self.rest[d]) * self.q[d]  # q_y r_d, with q_y <= rest_d
+        a = wy / (wy + wd)
+        return mass * a, mass * a * (1.0 - a)
+
+    def kernels(self, w, s, m1, m2):
+        """``F_1 / Q_1``, ``F_2 / Q_2`` (``F = 2 w int e^{-ws} M ds``) and their slopes in ``log w``."""
+        kF = _kernels()[1] or _block_F
+        # int_0^{s_0} of M / M(0), which is 1 there (M = 0 without other tokens)
+        left = s[0] * self.h / math.expm1(self.h) if self.others.size else 0.0
+        return (*kF(w, s, m1, self.h, left, 2), *kF(w, s, m2, self.h, left, 2))
+
+    def law(self, w, s, m1, m2, idx=None):
+        """``c`` and ``dc/dlog w`` of the block tokens ``idx`` (default: all), given the scaled
+        sums ``m1``, ``m2`` over the tokens other than the dominant one (see :meth:`sums`)."""
+        if idx is None and self.dom is not None:
+            c, dc = np.empty(self.q.size), np.empty(self.q.size)
+            c[self.others], dc[self.others] = self.law(w, s, m1, m2, self.others)
+            c[[self.dom]], dc[[self.dom]] = self.dominant_law(w[[self.dom]], s, m1, m2)
+            return c, dc
+        idx = self.others if idx is None else idx
+        F1, d1, F2, d2 = self.kernels(w[idx], s, m1, m2)
+        c, dc = self.combine(idx, F1, d1, F2, d2)
+        if self.dom is not None:
+            extra, slope = self.with_dominant(w[idx], w[self.dom], idx)
+            c, dc = c + extra, dc + slope
+        return c, dc
+
+    def combine(self, idx, F1, d1, F2, d2):
+        """``c = base + q/2 (F_1/(1-q) + F_2)`` and its slope, from the scaled kernels."""
+        a1 = 0.5 * self.q[idx] * (self.Q1 / self.rest[idx])
+        a2 = 0.5 * self.q[idx] * self.Q2
+        return self.base[idx] + a1 * F1 + a2 * F2, a1 * d1 + a2 * d2
+
+    def dominant_law(self, wd, s, m1, m2):
+        """``c`` and ``dc/dlog w`` of the dominant token, given the scaled sums over the others."""
+        return self.combine(np.array([self.dom]), *self.kernels(wd, s, m1, m2))
 
 
 def _hermite_eval(xs, fs, dfs, x):
@@ -717,15 +738,13 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     solved inside the map from those sums, then every other weight from a table of
     the full sums (as for iid).
     """
-    kM, kF = _kernels()
-    kM, kF = kM or _block_M, kF or _block_F
     if block.q.size == 1:
         # one token (at low temperature most blocks are): no choice to make, its law is
         # fixed. (Equal target ratios do not mean equal weights: without replacement the
         # pair law is not a product, so the Luce choice is not proportional to q.)
         w = np.ones(1)
         s_w = block.grid(1.0, 1.0)
-        c, _ = block.law(w, s_w, *block.sums(w, s_w, np.arange(1)))
+        c, _ = block.law(w, s_w, *block.sums(w, s_w))
         return w, c, {"iterations": 0, "residual": 0.0}
     span = -math.log(WEIGHT_FLOOR)
     top = block.later > 0  # as for iid: anchor the largest weight when later drafts can win
@@ -733,9 +752,6 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     table_x = np.linspace(-span - 1.0, 1.0, 1600) if top else np.linspace(-1.0, span + 1.0, 1600)
     s = block.grid(w_lo, w_hi)
     o, d = block.others, block.dom
-    M1_0, M2_0 = block.q.sum(), block.r.sum()  # the full sums at s = 0
-    O1_0, O2_0 = max(block.q[o].sum(), 1e-300), max(block.r[o].sum(), 1e-300)  # the others' sums
-    scale = s[0] * block.h / math.expm1(block.h)
 
     def anchored(x):
         x = x - (x.max() if top else x.min())
@@ -767,34 +783,33 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
 
     def weights_for(m, x0, exact):
         x = x0.copy()
-        M1, M2 = m[: s.size] * O1_0, m[s.size:] * O2_0  # sums over the others
-        if d is not None:  # the dominant token first, from the others' sums; then add it
-            x[[d]] = newton(x[[d]], lambda xd, _: block.dominant_law(np.exp(xd), s, M1, M2), block.target[[d]])
-            M1 = M1 + block.q[d] * np.exp(-np.exp(x[d]) * s)
-            M2 = M2 + block.r[d] * np.exp(-np.exp(x[d]) * s)
-        F1, d1 = kF(np.exp(table_x), s, M1, block.h, scale * M1_0, 2)
-        F2, d2 = kF(np.exp(table_x), s, M2, block.h, scale * M2_0, 2)
-        q, rest, base = block.q[o], block.rest[o], block.base[o]
+        m1, m2 = m[: s.size], m[s.size:]  # scaled sums over the others
+        if d is not None:  # the dominant token first, from the others' sums
+            x[[d]] = newton(x[[d]], lambda xd, _: block.dominant_law(np.exp(xd), s, m1, m2), block.target[[d]])
+        F1, d1, F2, d2 = block.kernels(np.exp(table_x), s, m1, m2)
 
-        def from_table(x, idx):
-            f1, g1 = _hermite_eval(table_x, F1, d1, x)
-            f2, g2 = _hermite_eval(table_x, F2, d2, x)
-            return base[idx] + 0.5 * q[idx] * (f1 / rest[idx] + f2), 0.5 * q[idx] * (g1 / rest[idx] + g2)
+        def from_table(xs, idx):
+            f1, g1 = _hermite_eval(table_x, F1, d1, xs)
+            f2, g2 = _hermite_eval(table_x, F2, d2, xs)
+            c, dc = block.combine(o[idx], f1, g1, f2, g2)
+            if d is not None:  # its pair with the dominant token, in closed form
+                extra, slope = block.with_dominant(np.exp(xs), np.exp(x[d]), o[idx])
+                c, dc = c + extra, dc + slope
+            return c, dc
 
         xo = newton(x[o], from_table, block.target[o])
         if exact:
             def from_quadrature(xs, idx):
                 w = np.exp(x)
                 w[o[idx]] = np.exp(xs)
-                return block.law(w, s, M1, M2, o[idx])
+                return block.law(w, s, m1, m2, o[idx])
 
             xo = newton(xo, from_quadrature, block.target[o], max_steps=12)
         x[o] = xo
         return anchored(x)
 
     def others_sums(w):
-        M1, M2 = block.sums(w, s, o)
-        return np.concatenate((M1 / O1_0, M2 / O2_0))
+        return np.concatenate(block.sums(w, s))
 
     state = {"x": np.log(anchored(np.log(block.target / block.q)))}
 
@@ -810,7 +825,7 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     m, it2, residual = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=10, clip=(0.0, 1.0))
     w = np.exp(state["x"])
     s_w = block.grid(w.min(), w.max())
-    c, _ = block.law(w, s_w, *block.sums(w, s_w, np.arange(w.size)))
+    c, _ = block.law(w, s_w, *block.sums(w, s_w))
     return w, c, {"iterations": it1 + it2, "residual": residual}
 
 
