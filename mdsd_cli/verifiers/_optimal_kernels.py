@@ -1,0 +1,494 @@
+"""Compiled kernels of the optimal verifiers (numba when enabled): the chain plan of
+:func:`~mdsd_cli.verifiers.candidate.iid_chain` and the left curtain of
+:mod:`~mdsd_cli.verifiers.curtain`.
+
+Imported on first use, so that ``mdsd --help`` never pays for numba. With
+``MDSD_DISABLE_NUMBA=1`` the same functions run as plain Python (tests compare
+both through ``_curtain.py_func`` when compiled).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import numba_enabled
+
+if numba_enabled():
+    import numba
+
+    def _jit(fn):
+        return numba.njit(cache=True, nogil=True)(fn)
+else:
+    def _jit(fn):
+        return fn
+
+
+@_jit
+def _val(a, L, n, sign):
+    """Integral of the value density over ``[a, a + L]`` (mirrored when ``sign < 0``)."""
+    if sign < 0:
+        a = -(a + L)
+    if L <= 0.0:
+        return 0.0
+    if a < 0.0:
+        L += a
+        a = 0.0
+        if L <= 0.0:
+            return 0.0
+    b = a + L
+    if a == 0.0:
+        v = b ** n
+    else:  # (a + L)^n - a^n without cancellation for small L
+        v = -(b ** n) * math.expm1(n * math.log1p(-L / b))
+    return v if sign > 0 else -v
+
+
+@_jit
+def _dens(u, n, sign):
+    if sign < 0:
+        u = -u
+    if u <= 0.0:
+        d = 0.0 if n > 1 else 1.0
+    else:
+        d = n * u ** (n - 1)
+    return d if sign > 0 else -d
+
+
+@_jit
+def _eval(mode, x, a0, a1, a2, a3, n, sign):
+    """``(F, F')`` of the three monotone equations the curtain solves.
+
+    mode 0 (a new run ``[x, x + Q]``): ``val(x, Q)``, with ``a0 = Q``.
+    mode 1 (a run straddling the taken runs, ``x`` of it above ``top``):
+    ``val(top, x) + val(hi - y, y)`` with ``y = clip(rest - x, 0, ln)`` taken from the top
+    of the gap ending at ``hi``; ``a0 = top, a1 = rest, a2 = hi, a3 = ln`` (the caller
+    subtracts the value of the gaps used in full from the target).
+    mode 2 (the split of a run ``[x, e]``): ``val(x, e - x) / (e - x) - rho``, ``a0 = e, a1 = rho``.
+    mode 3 (the split of a list of pieces): minus the mean value of the top ``a_prev + x``
+    of the run, whose first ``a_prev`` have value ``v_prev`` and the next piece ends at
+    ``hi``; ``a0 = hi, a1 = v_prev, a2 = a_prev``.
+    """
+    if mode == 0:
+        Q = a0
+        return _val(x, Q, n, sign), _dens(x + Q, n, sign) - _dens(x, n, sign)
+    if mode == 1:
+        top, rest, hi, ln = a0, a1, a2, a3
+        y = rest - x
+        if y < 0.0:
+            y = 0.0
+        if y > ln:
+            y = ln
+        return (_val(top, x, n, sign) + _val(hi - y, y, n, sign),
+                _dens(top + x, n, sign) - _dens(hi - y, n, sign))
+    if mode == 3:  # minus the mean value of the top a_prev + x of a run: -(v_prev + val(hi - x, x)) / (a_prev + x)
+        hi, v_prev, a_prev = a0, a1, a2
+        mass = a_prev + x
+        if mass <= 0.0:
+            return -_dens(hi, n, sign), 0.0
+        mean = (v_prev + _val(hi - x, x, n, sign)) / mass
+        return -mean, (mean - _dens(hi - x, n, sign)) / mass
+    e, rho = a0, a1
+    L = e - x
+    if L <= 0.0:
+        return _dens(e, n, sign) - rho, 0.0
+    m = _val(x, L, n, sign) / L
+    return m - rho, (m - _dens(x, n, sign)) / L
+
+
+@_jit
+def _root(mode, lo, hi, target, a0, a1, a2, a3, n, sign):
+    """Root of the increasing ``F(x) - target`` on ``[lo, hi]`` (clamped to the ends):
+    safeguarded Newton with a bracket."""
+    flo = _eval(mode, lo, a0, a1, a2, a3, n, sign)[0] - target
+    if flo >= 0.0:
+        return lo
+    fhi = _eval(mode, hi, a0, a1, a2, a3, n, sign)[0] - target
+    if fhi <= 0.0:
+        return hi
+    x = lo - flo * (hi - lo) / (fhi - flo)  # a secant start
+    if not (lo < x < hi):
+        x = 0.5 * (lo + hi)
+    for _ in range(200):
+        f, d = _eval(mode, x, a0, a1, a2, a3, n, sign)
+        f -= target
+        if f > 0.0:
+            hi = x
+        elif f < 0.0:
+            lo = x
+        else:
+            return x
+        nx = x - f / d if d > 0.0 else 0.5 * (lo + hi)
+        if not (lo < nx < hi):
+            nx = 0.5 * (lo + hi)
+        if nx == x or hi - lo <= 4e-16 * max(abs(lo), abs(hi)):
+            return nx
+        x = nx
+    return x
+
+
+@_jit
+def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
+             chunk_end, split, m_a, m_b, total, ptr, pc_start, pc_len):
+    """Left curtain over the tokens ``q, t`` given in increasing ``sign * rho`` (``t`` already
+    multiplied by ``sign``), on the axis ``[o, o + sum q]`` (mirrored when ``sign < 0``:
+    the caller passes mirrored coordinates, and the values are negated).
+
+    Fills the chunk arrays and returns ``(chunks, pieces)``, or ``(-1, 0)`` once more
+    than ``max_chunks`` chunks would be needed. Chunk ``c`` holds tokens
+    ``chunk_end[c-1]:chunk_end[c]`` and the run ``ptr[c]:ptr[c+1]`` of pieces
+    ``[pc_start, pc_start + pc_len]`` in decreasing value (mass ``total[c]``); part A
+    is the top ``split[c]`` of that mass, part B the rest; ``m_a``, ``m_b`` their mean
+    values (NaN: every token of the chunk is uniform on the whole run).
+    """
+    m = q.shape[0]
+    Qc = np.zeros(m + 1)
+    Tc = np.zeros(m + 1)
+    for k in range(m):
+        Qc[k + 1] = Qc[k] + q[k]
+        Tc[k + 1] = Tc[k] + t[k]
+    U = o + Qc[m]
+    top = o
+    gap_lo = np.empty(m + 1)
+    gap_len = np.empty(m + 1)
+    tmp_start = np.empty(m + 2)
+    tmp_len = np.empty(m + 2)
+    gaps = 0
+    chunks = 0
+    pieces = 0
+    ptr[0] = 0
+    i = 0
+    size = first
+    while i < m:
+        if chunks >= max_chunks:
+            return -1, 0
+        j = min(i + size, m)
+        Q = Qc[j] - Qc[i]
+        T = Tc[j] - Tc[i]
+        if Q <= 0.0:  # tokens of zero draft mass are never drafted
+            chunk_end[chunks] = j
+            split[chunks] = 0.0
+            total[chunks] = 0.0
+            m_a[chunks] = np.nan
+            m_b[chunks] = np.nan
+            ptr[chunks + 1] = pieces
+            chunks += 1
+            i = j
+            continue
+        r_lo = np.inf
+        r_hi = -np.inf
+        for k in range(i, j):  # zero-mass tokens inside the range carry no ratio
+            if q[k] > 0.0:
+                r_lo = t[k] / q[k]
+                break
+        for k in range(j - 1, i - 1, -1):
+            if q[k] > 0.0:
+                r_hi = t[k] / q[k]
+                break
+        uniform = j - i == 1 or r_hi - r_lo <= 1e-15 * abs(r_hi)  # tied ratios (to rounding)
+        room = U - top
+        if room < 0.0:
+            room = 0.0
+        new_run = Q <= room and _val(top, Q, n, sign) <= T
+        seg = -1
+        cm = 0.0
+        cv = 0.0
+        h = 0.0
+        x = 0.0
+        s = top
+        if new_run:
+            s = _root(0, top, max(top, U - Q), T, Q, 0.0, 0.0, 0.0, n, sign) if Q < room else top
+        else:
+            g = gaps - 1
+            while g >= 0:
+                h_end = Q - cm - gap_len[g]
+                if h_end <= 0.0:
+                    seg = g
+                    break
+                if _val(top, h_end, n, sign) + cv + _val(gap_lo[g], gap_len[g], n, sign) - T <= 0.0:
+                    seg = g
+                    break
+                cv += _val(gap_lo[g], gap_len[g], n, sign)
+                cm += gap_len[g]
+                g -= 1
+            if seg < 0:  # rounding: every gap is used; the rest of the run is above `top`
+                h = min(max(Q - cm, 0.0), room)
+            else:
+                ln = gap_len[seg]
+                hi_g = gap_lo[seg] + ln
+                lo_h = max(0.0, Q - cm - ln)
+                hi_h = min(Q - cm, room)
+                if hi_h < lo_h:
+                    hi_h = lo_h
+                h = _root(1, lo_h, hi_h, T - cv, top, Q - cm, hi_g, ln, n, sign)
+                x = min(max(Q - cm - h, 0.0), ln)
+        # the run's pieces in decreasing value
+        npc = 0
+        if new_run:
+            tmp_start[0] = s
+            tmp_len[0] = Q
+            npc = 1
+        else:
+            if h > 0.0:
+                tmp_start[0] = top
+                tmp_len[0] = h
+                npc = 1
+            g = gaps - 1
+            while g > seg:  # fully used gaps, topmost first
+                tmp_start[npc] = gap_lo[g]
+                tmp_len[npc] = gap_len[g]
+                npc += 1
+                g -= 1
+            if seg >= 0 and x > 0.0:
+                tmp_start[npc] = gap_lo[seg] + gap_len[seg] - x
+                tmp_len[npc] = x
+                npc += 1
+        run = 0.0
+        vtot = 0.0
+        for k in range(npc):
+            run += tmp_len[k]
+            vtot += _val(tmp_start[k], tmp_len[k], n, sign)
+        # the split: part A = the top `a` of the run's mass, the largest `a` whose mean
+        # value still reaches r_hi; the chunk is kept when B's mean is at most r_lo
+        a = run
+        ma = np.nan
+        mb = np.nan
+        ok = run > 0.0
+        if ok and not uniform:
+            a_prev = 0.0
+            v_prev = 0.0
+            found = False
+            for k in range(npc):
+                L = tmp_len[k]
+                vp = _val(tmp_start[k], L, n, sign)
+                if (v_prev + vp) >= r_hi * (a_prev + L):
+                    a_prev += L
+                    v_prev += vp
+                    continue
+                hi_p = tmp_start[k] + L
+                if a_prev <= 0.0 and _dens(hi_p, n, sign) < r_hi - slack * abs(r_hi):
+                    break  # not even the top value reaches r_hi
+                xs = _root(3, 0.0, L, -r_hi, hi_p, v_prev, a_prev, 0.0, n, sign)
+                a = a_prev + xs
+                va = v_prev + _val(hi_p - xs, xs, n, sign)
+                found = a > 0.0 and a < run
+                if found:
+                    ma = va / a
+                    mb = (vtot - va) / (run - a)
+                break
+            ok = found and ma >= r_hi - slack * abs(r_hi) and mb <= r_lo + slack * abs(r_lo) and ma > mb
+        if not ok:
+            if j - i == 1:  # cannot happen for a single token; guard against rounding loops
+                ok = True
+                a = run
+                ma = np.nan
+                mb = np.nan
+            else:
+                size = max(1, (j - i) // 4)
+                continue
+        # commit the chunk
+        chunk_end[chunks] = j
+        split[chunks] = a
+        total[chunks] = run
+        m_a[chunks] = ma
+        m_b[chunks] = mb
+        for k in range(npc):
+            pc_start[pieces] = tmp_start[k]
+            pc_len[pieces] = tmp_len[k]
+            pieces += 1
+        ptr[chunks + 1] = pieces
+        if new_run:
+            if s > top:
+                gap_lo[gaps] = top
+                gap_len[gaps] = s - top
+                gaps += 1
+            top = s + Q
+        else:
+            if seg >= 0:
+                gap_len[seg] -= x
+                gaps = seg + 1 if gap_len[seg] > 0.0 else seg
+            else:
+                gaps = 0
+            top = top + h
+        chunks += 1
+        size = min(max(2 * (j - i), 1), largest)
+        i = j
+    return chunks, pieces
+
+
+@_jit
+def _after(ra, ia, rb, ib):
+    """Whether chain entry ``(ra, ia)`` belongs after ``(rb, ib)``: by ``q/p`` (NaN last), then index."""
+    if np.isnan(ra) or np.isnan(rb):
+        if np.isnan(ra) and np.isnan(rb):
+            return ia > ib
+        return np.isnan(ra)
+    if ra != rb:
+        return ra > rb
+    return ia > ib
+
+
+@_jit
+def _chain_plan(p, q, order, n, tight, qs, ps, rs, ts, sq, cuts):
+    """The iid chain in a few sequential passes (see :func:`~mdsd_cli.verifiers.candidate.iid_chain`).
+
+    ``order`` comes from a sort of truncated keys (ties and near-ties by index); it is
+    first repaired in place into the exact chain: tokens by increasing ``q/p``
+    (``rs``: +inf where p = 0 < q, NaN where p = q = 0, after everything), ties by
+    index. Fills ``qs, ps`` (q, p along the
+    chain), ``rs``, ``sq`` (suffix sums of ``qs``, ``sq[V] = 0``), ``ts`` (the
+    candidate law along the chain) and ``cuts`` (block boundaries); returns
+    ``(K, number of cuts, alpha)``.
+    """
+    V = order.shape[0]
+    for k in range(V):
+        y = order[k]
+        qs[k] = q[y]
+        ps[k] = p[y]
+        if ps[k] > 0.0:
+            rs[k] = qs[k] / ps[k]
+        else:  # p = 0 < q: +inf; p = q = 0: NaN, after everything
+            rs[k] = np.inf if qs[k] > 0.0 else np.nan
+        # insertion step: only near-ties of the truncated sort are out of place
+        j = k
+        while j > 0 and _after(rs[j - 1], order[j - 1], rs[j], order[j]):
+            rs[j - 1], rs[j] = rs[j], rs[j - 1]
+            qs[j - 1], qs[j] = qs[j], qs[j - 1]
+            ps[j - 1], ps[j] = ps[j], ps[j - 1]
+            order[j - 1], order[j] = order[j], order[j - 1]
+            j -= 1
+    Pc = np.empty(V + 1)
+    Qc = np.empty(V + 1)
+    Pc[0] = 0.0
+    Qc[0] = 0.0
+    for k in range(V):
+        Pc[k + 1] = Pc[k] + ps[k]
+        Qc[k + 1] = Qc[k] + qs[k]
+    sq[V] = 0.0
+    for k in range(V - 1, -1, -1):
+        sq[k] = sq[k + 1] + qs[k]
+    # H_k = P(X hits chain[:k]) = 1 - sq[k]^n: exact in the tail, where 1 - Qc loses it
+    gmin = 0.0
+    for k in range(1, V + 1):
+        g = (1.0 - sq[k] ** n) - Pc[k]
+        if g < gmin:
+            gmin = g
+    K = 0
+    for k in range(V, -1, -1):
+        g = (1.0 - sq[k] ** n) - Pc[k] if k > 0 else 0.0
+        if g <= gmin + 1e-13:
+            K = k
+            break
+    # on A* = chain[:K]: t = min(p, lam q) summing to H_K; the capped tokens are a prefix
+    HK = 0.0
+    if K > 0:
+        HK = -math.expm1(n * math.log1p(-Qc[K])) if Qc[K] < 0.5 else 1.0 - sq[K] ** n
+    PK = Pc[K]
+    for k in range(K):
+        ts[k] = ps[k]
+    if K > 0 and HK < PK:
+        positive = 0.0  # p mass of A* where q > 0
+        for k in range(K):
+            if qs[k] > 0.0:
+                positive += ps[k]
+        if HK >= positive:
+            for k in range(K):
+                if qs[k] <= 0.0:
+                    ts[k] = 0.0
+        else:
+            cap = K
+            for k in range(1, K + 1):  # k capped tokens: lam = (H_K - p[k:K]) / q[:k]
+                if Qc[k] <= 0.0:
+                    continue
+                lam = (HK - (PK - Pc[k])) / Qc[k]
+                if k == K or (qs[k] > 0.0 and lam >= ps[k] / qs[k]):
+                    cap = k
+                    break
+            scale = (HK - (PK - Pc[cap])) / Qc[cap]
+            for k in range(cap):
+                v = qs[k] * scale
+                ts[k] = v if v < ps[k] else ps[k]
+    # off A*: t = max(p, kappa q) summing to P(X misses A*) = sq[K]^n; floored tokens a suffix
+    W = sq[K] ** n
+    ptail = 0.0
+    for k in range(K, V):
+        ts[k] = ps[k]
+        ptail += ps[k]
+    if K < V and W > ptail:
+        pre = 0.0  # p[K:j] summed from K (relative precision in a tiny tail)
+        pre_j = np.empty(V - K + 1)
+        for k in range(K, V):
+            pre_j[k - K] = pre
+            pre += ps[k]
+        j = K
+        for k in range(V - 1, K - 1, -1):
+            if sq[k] <= 0.0:
+                continue
+            kappa = (W - pre_j[k - K]) / sq[k]
+            if k == K or qs[k - 1] <= 0.0 or kappa <= ps[k - 1] / qs[k - 1]:
+                j = k
+                break
+        scale = (W - pre_j[j - K]) / sq[j]
+        for k in range(j, V):
+            v = qs[k] * scale
+            if v > ps[k]:
+                ts[k] = v
+    # tight cuts: prefix sums of t against H_k on A*, suffix sums against the miss
+    # probability sq[k]^n after it, both to relative precision
+    ncut = 0
+    cuts[ncut] = 0
+    ncut += 1
+    T = 0.0
+    for k in range(1, K):
+        T += ts[k - 1]
+        H = 1.0 - sq[k] ** n  # to 1e-16 absolute: enough to rule most positions out
+        if abs(T - H) > tight * H + 1e-14:
+            continue
+        if Qc[k] < 0.5:  # small H: to relative precision
+            H = -math.expm1(n * math.log1p(-Qc[k]))
+        if abs(T - H) <= tight * H:
+            cuts[ncut] = k
+            ncut += 1
+    if K > 0 and K < V:
+        cuts[ncut] = K
+        ncut += 1
+    S = 0.0
+    tail_cuts = ncut
+    for k in range(V - 1, K, -1):
+        S += ts[k]
+        M = sq[k] ** n
+        if abs(S - M) <= tight * M:
+            cuts[ncut] = k
+            ncut += 1
+    # the tail cuts were found from the end: reverse them into increasing order
+    a, b = tail_cuts, ncut - 1
+    while a < b:
+        cuts[a], cuts[b] = cuts[b], cuts[a]
+        a += 1
+        b -= 1
+    cuts[ncut] = V
+    ncut += 1
+    alpha = 0.0
+    for k in range(V):
+        alpha += ts[k] if ts[k] < ps[k] else ps[k]
+    return K, ncut, alpha
+
+
+@_jit
+def _sample_marks(chunk, lam, u, v, split, total, ptr, pc_start, pc_len, marks):
+    """One mark per instance: uniform on part A of its chunk's run (the top ``split`` of
+    its mass) with probability ``lam``, else uniform on part B (``u``, ``v`` uniform)."""
+    for i in range(chunk.shape[0]):
+        c = chunk[i]
+        if v[i] < lam[i]:
+            x = u[i] * split[c]
+        else:
+            x = split[c] + u[i] * (total[c] - split[c])
+        k = ptr[c]
+        while k < ptr[c + 1] - 1 and x >= pc_len[k]:
+            x -= pc_len[k]
+            k += 1
+        if x > pc_len[k]:
+            x = pc_len[k]
+        marks[i] = pc_start[k] + pc_len[k] - x  # pieces are used from their top down

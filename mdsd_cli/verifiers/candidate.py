@@ -1,0 +1,319 @@
+"""One candidate, then speculative sampling: the frame of the optimal verifiers.
+
+A verifier of this family picks one draft ``Z`` with law ``t`` (the *candidate
+law*), accepts it with probability ``min(1, p(Z) / t(Z))``, and otherwise draws
+from the residual ``(p - t)_+`` normalised. Its output law is ``p`` for any
+``t`` that really is the law of ``Z``, and its acceptance is ``sum min(p, t)``
+when a rejected candidate's residual never lands on a draft. That sum is α*
+exactly when
+
+* ``t <= p`` on ``A*``, the largest minimising prefix of the chain (tokens by
+  decreasing ``p / q``), and ``t(A*) = P(X hits A*)`` — a draft in ``A*`` always
+  wins, so the residual lives on ``A*`` while the drafts missed it;
+* ``t >= p`` off ``A*``.
+
+This module computes such a ``t`` along the chain — ``min(p, lambda q)`` on
+``A*`` and ``max(p, kappa q)`` off it, bases of the coverage polymatroid — and
+the tight cuts of the chain (prefixes where the cumulative ``t`` meets
+``P(X hits A_k)``), between which the *priority blocks* lie: a draft in an
+earlier block always wins over drafts in later blocks. How a draft is chosen
+inside a block is the concrete verifier's business
+(:mod:`~mdsd_cli.verifiers.curtain`, :mod:`~mdsd_cli.verifiers.luce`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..samplers import ratio_order
+from .base import PreparedVerifier, drafted_mass
+
+#: Relative gap under which a chain prefix counts as tight (block boundary).
+TIGHT = 1e-12
+
+
+def _capped(p, q, total):
+    """``min(p, lam q)`` summing to ``total``; ``p``, ``q`` in decreasing ``p/q`` order.
+
+    The capped tokens are a prefix ``[:k]``, so ``lam = (total - p[k:].sum()) / q[:k].sum()``
+    exactly; ``t = q / q[:k].sum() * (...)`` never overflows, even for ``q`` near the
+    float64 floor (where ``lam`` itself would).
+    """
+    if total >= p.sum():
+        return p.copy()
+    if total >= p[q > 0].sum():  # never for a minimising A* (it carries at least P(X hits A*))
+        return np.where(q > 0, p, 0.0)
+    pre_q = np.cumsum(q)  # q[:k+1].sum()
+    suf_p = np.concatenate((np.cumsum(p[::-1])[::-1][1:], [0.0]))  # p[k+1:].sum()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lam = (total - suf_p) / pre_q
+        nxt = np.concatenate((np.where(q[1:] > 0, p[1:] / q[1:], np.inf), [-np.inf]))
+    ok = np.flatnonzero((pre_q > 0) & (lam >= nxt))  # the next token is not capped
+    k = int(ok[0]) + 1 if ok.size else p.size
+    t = p.copy()
+    t[:k] = q[:k] / pre_q[k - 1] * (total - suf_p[k - 1])
+    return np.minimum(t, p)
+
+
+def _floored(p, q, total):
+    """``max(p, kappa q)`` summing to ``total``; ``p``, ``q`` in decreasing ``p/q`` order.
+
+    The floored tokens are a suffix ``[j:]``, so ``kappa = (total - p[:j].sum()) / q[j:].sum()``.
+    """
+    if total <= p.sum():
+        return p.copy()
+    pre_p = np.concatenate(([0.0], np.cumsum(p)))[:-1]  # p[:j].sum()
+    suf_q = np.cumsum(q[::-1])[::-1]  # q[j:].sum()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        kappa = (total - pre_p) / suf_q
+        prev = np.concatenate(([np.inf], np.where(q[:-1] > 0, p[:-1] / q[:-1], np.inf)))
+    ok = np.flatnonzero((suf_q > 0) & (kappa <= prev))  # the previous token is not floored
+    j = int(ok[-1]) if ok.size else 0
+    t = p.copy()
+    t[j:] = np.maximum(p[j:], q[j:] / suf_q[j] * (total - pre_p[j]))
+    return t
+
+
+def _tight_cuts(T, H, K):
+    """Chain positions where the cumulative target meets the hit probability (plus 0, K, V)."""
+    V = T.size - 1
+    tight = np.abs(T - H) <= TIGHT * np.maximum(1.0, H)
+    tight[[0, K, V]] = True
+    return np.flatnonzero(tight)
+
+
+def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler):
+    """The chain, the largest minimising prefix ``K``, the targets and the tight cuts.
+
+    ``t = min(p, lambda q)`` on ``A* = chain[:K]`` (summing to ``P(X hits A*)``) and
+    ``t = max(p, kappa q)`` after it (summing to ``P(X misses A*)``); the cuts are
+    the chain prefixes where the cumulative target meets ``P(X hits A_k)``.
+    Returns ``(order, K, t, cuts)`` with ``t`` indexed by token.
+    """
+    V = p.size
+    order = ratio_order(p, q)
+    H = sampler.hit_probability_chain(q, n, order)
+    P = np.concatenate(([0.0], np.cumsum(p[order])))
+    g = H - P
+    K = int(np.flatnonzero(g <= g.min() + 1e-13)[-1])  # the largest minimising prefix
+    star, tail = order[:K], order[K:]
+    t = np.zeros(V)
+    if K:
+        t[star] = _capped(p[star], q[star], float(H[K]))
+    if K < V:
+        t[tail] = _floored(p[tail], q[tail], float(1.0 - H[K]))
+    T = np.concatenate(([0.0], np.cumsum(t[order])))
+    return order, K, t, _tight_cuts(T, H, K)
+
+
+def priority_blocks(order, K, cuts, q):
+    """The runs of the chain between consecutive tight cuts (tokens with ``q > 0``).
+
+    Returns ``[(tokens, end), ...]`` in priority order (``end`` is the chain position
+    after the block) and the index of the first block after ``A* = chain[:K]``.
+    """
+    blocks, first_tail = [], None
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        tokens = order[a:b]
+        tokens = tokens[q[tokens] > 0]
+        if tokens.size == 0:
+            continue
+        if a >= K and first_tail is None:
+            first_tail = len(blocks)
+        blocks.append((tokens, int(b)))
+    return blocks, first_tail
+
+
+@dataclass
+class IIDChain:
+    """Everything the optimal iid verifier needs, in chain order.
+
+    ``order`` is the chain (tokens by decreasing ``p/q``, i.e. increasing ``rs = q/p``,
+    ties by index); ``qs``, ``ps``, ``ts`` are ``q``, ``p`` and the candidate law along
+    it; blocks are the runs ``cuts[i]:cuts[i+1]``, those from ``first_tail`` on lie
+    after ``A*``. :meth:`positions` finds tokens on the chain.
+    """
+
+    order: np.ndarray
+    qs: np.ndarray
+    ps: np.ndarray
+    ts: np.ndarray
+    K: int
+    cuts: np.ndarray
+    first_tail: int
+    alpha: float
+    suffix: np.ndarray  # suffix[k] = qs[k:].sum(), summed from the end
+    rs: np.ndarray  # q/p along the chain (+inf where p = 0 < q, NaN where p = q = 0)
+    p: np.ndarray
+    q: np.ndarray
+    _inverse: np.ndarray | None = None
+
+    def positions(self, tokens) -> np.ndarray:
+        """Chain positions of ``tokens``: binary search on ``(q/p, index)`` for a few
+        tokens, the inverse permutation (built once) for many."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if self._inverse is not None or tokens.size > 64:
+            if self._inverse is None:
+                self._inverse = np.empty(self.order.size, dtype=np.int64)
+                self._inverse[self.order] = np.arange(self.order.size)
+            return self._inverse[tokens]
+        flat = tokens.ravel()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pf, qf = self.p[flat], self.q[flat]
+            key = np.where(pf > 0, qf / np.where(pf > 0, pf, 1.0), np.where(qf > 0, np.inf, np.nan))
+        lo = np.searchsorted(self.rs, key, side="left")
+        hi = np.searchsorted(self.rs, key, side="right")
+        out = np.array([a + int(np.searchsorted(self.order[a:b], y)) for a, b, y in zip(lo, hi, flat)],
+                       dtype=np.int64)
+        return out.reshape(tokens.shape)
+
+    def block_of(self, positions):
+        return np.searchsorted(self.cuts, positions, side="right") - 1
+
+    def later_mass(self, block: int) -> float:
+        """Draft mass of every block after ``block`` (summed, not ``1 -`` a prefix)."""
+        return float(self.suffix[self.cuts[block + 1]])
+
+
+def _packed_chain_order(p, q):
+    """Tokens by increasing ``q/p`` up to near-ties (the kernel repairs those): a value
+    sort of the key's bits with the index in the low bits. Unlike
+    :func:`~mdsd_cli.samplers.packed_ratio_order`, tokens with ``p = q = 0`` (NaN key)
+    come after those with ``p = 0 < q`` (+inf)."""
+    V = p.shape[-1]
+    shift = max(1, int(V - 1).bit_length())
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.abs(q / p)
+    key[np.isnan(key)] = np.nan  # one canonical NaN, above +inf as bits
+    packed = key.view(np.int64)
+    packed >>= shift
+    packed <<= shift
+    packed |= np.arange(V, dtype=np.int64)
+    packed.sort()
+    packed &= (1 << shift) - 1
+    return packed
+
+
+def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
+    """:class:`IIDChain` for ``n`` iid drafts: one argsort and a few passes over V
+    (compiled; :func:`iid_chain_numpy` when numba is off)."""
+    from .._jit import numba_enabled
+
+    if not numba_enabled():
+        return iid_chain_numpy(p, q, n)
+    from ._optimal_kernels import _chain_plan
+
+    V = p.size
+    # a value sort of truncated keys (ties and near-ties by index), which the kernel
+    # repairs into the exact chain: cheaper than an argsort
+    order = _packed_chain_order(p, q)
+    qs, ps, rs, ts, sq = np.empty(V), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1)
+    cuts = np.empty(V + 2, dtype=np.int64)
+    K, ncut, alpha = _chain_plan(p, q, order, n, TIGHT, qs, ps, rs, ts, sq, cuts)
+    cuts = cuts[:ncut]
+    first_tail = int(np.searchsorted(cuts, K, side="left"))
+    return IIDChain(order, qs, ps, ts, int(K), cuts, first_tail, float(alpha), sq, rs, p, q)
+
+
+def iid_chain_numpy(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
+    """:func:`iid_chain` in numpy (the reference the compiled kernel is tested against)."""
+    V = p.size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.where(q > 0, np.inf, np.nan))
+    order = np.lexsort((np.arange(V), key))  # ties by index, as the compiled kernel
+    qs, ps = q[order], p[order]
+    Qc = np.concatenate(([0.0], np.cumsum(qs)))
+    np.clip(Qc, 0.0, 1.0, out=Qc)
+    with np.errstate(divide="ignore"):
+        H = -np.expm1(n * np.log1p(-Qc))
+    P = np.concatenate(([0.0], np.cumsum(ps)))
+    g = H - P
+    K = int(np.flatnonzero(g <= g.min() + 1e-13)[-1])
+    ts = np.empty(V)
+    if K:
+        ts[:K] = _capped(ps[:K], qs[:K], float(H[K]))
+    if K < V:
+        # P(X misses A*) from the exact tail mass: 1 - H[K] would lose it below 1e-16
+        ts[K:] = _floored(ps[K:], qs[K:], float(qs[K:].sum()) ** n)
+    sq = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    # tight cuts to relative precision: prefix sums of t against H on A*, suffix sums
+    # against the miss probability sq^n after it
+    T = np.concatenate(([0.0], np.cumsum(ts)))
+    S = np.concatenate((np.cumsum(ts[::-1])[::-1], [0.0]))
+    with np.errstate(divide="ignore"):
+        H = np.where(Qc < 0.5, -np.expm1(n * np.log1p(-Qc)), 1.0 - sq ** n)
+    M = sq ** n
+    k = np.arange(V + 1)
+    tight = np.where(k < K, np.abs(T - H) <= TIGHT * H, np.abs(S - M) <= TIGHT * M)
+    tight[[0, K, V]] = True
+    cuts = np.flatnonzero(tight)
+    first_tail = int(np.searchsorted(cuts, K, side="left"))
+    alpha = float(np.minimum(ps, ts).sum())
+    rs = key[order]
+    return IIDChain(order, qs, ps, ts, K, cuts, first_tail, alpha, sq, rs, p, q)
+
+
+class CandidateVerifier(PreparedVerifier):
+    """Shared machinery: pick one candidate draft, then single-draft speculative sampling.
+
+    Subclasses provide the candidate law ``t`` (:meth:`candidate_mass`), the exact
+    choice probabilities ``P(Z = x_i | X)`` (:meth:`choice`) and a sampler of the
+    chosen draft (:meth:`pick`); everything else follows.
+    """
+
+    def candidate_mass(self, tokens) -> np.ndarray:
+        """``t`` at ``tokens``: the law of the candidate."""
+        raise NotImplementedError
+
+    def residual(self) -> np.ndarray:
+        """The residual law ``(p - t)_+`` normalised (``[V]``; ``p`` if it is empty)."""
+        raise NotImplementedError
+
+    def draw_residual(self, size: int, rng) -> np.ndarray:
+        law = self.residual()
+        cdf = np.cumsum(law)
+        return np.minimum(np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right"), self.V - 1)
+
+    def choice(self, drafts) -> np.ndarray:
+        """``P(Z = x_i | X)`` for every draft instance ``[M, n]``."""
+        raise NotImplementedError
+
+    def pick(self, drafts, rng) -> np.ndarray:
+        """The chosen draft token of each row of ``drafts [M, n]``."""
+        raise NotImplementedError
+
+    @property
+    def candidate(self) -> np.ndarray:
+        """The candidate law ``t`` as a ``[V]`` vector."""
+        return self.candidate_mass(np.arange(self.V))
+
+    def accept_probability(self, tokens) -> np.ndarray:
+        tokens = np.asarray(tokens)
+        c = self.candidate_mass(tokens)
+        p = self.p[tokens]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(c > 0, np.minimum(1.0, p / np.where(c > 0, c, 1.0)), 0.0)
+
+    def output_law(self, drafts):
+        drafts = np.asarray(drafts)
+        z = self.choice(drafts)[0]
+        out = np.zeros(self.V)
+        np.add.at(out, drafts, z * self.accept_probability(drafts))
+        return out + (1.0 - out.sum()) * self.residual()
+
+    def acceptance(self, drafts):
+        drafts = np.atleast_2d(drafts)
+        z = self.choice(drafts)
+        taken = (z * self.accept_probability(drafts)).sum(axis=1)
+        return taken + (1.0 - taken) * drafted_mass(self.residual(), drafts)
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        z = self.pick(drafts, rng)
+        keep = rng.random(z.size) < self.accept_probability(z)
+        out = z.copy()
+        if not keep.all():
+            out[~keep] = self.draw_residual(int((~keep).sum()), rng)
+        return out
