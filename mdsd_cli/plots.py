@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import DataFileError, InputError
+from .errors import DataFileError, InputError, option, unknown_choice
 
 KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
@@ -196,9 +196,10 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             figure = "none"
     if figure in (None, "none"):
-        raise InputError("this sweep names no figure; pass --figure samplers|verifier-gap|num-drafts|scaling")
+        raise InputError("this sweep names no figure; pass "
+                         f"{option('--figure ' + '|'.join(KINDS), 'figure=' + ' or '.join(map(repr, KINDS)))}")
     if figure not in KINDS:
-        raise InputError(f"unknown figure {figure!r}; choose {', '.join(KINDS)}")
+        raise unknown_choice("figure", figure, KINDS)
     try:
         if figure == "samplers":
             return plot_samplers(summary, out)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, MdsdError, OutputError, SizeLimitError
+from .errors import InputError, MdsdError, OutputError, SizeLimitError, did_you_mean, option
 
 #: Bumped when cell computations change meaning, so old cell files are not reused.
 CELL_VERSION = 1
@@ -167,7 +167,8 @@ class SweepConfig:
                                    ("verifier", self.verifiers, VERIFIERS)):
             for name in names:
                 if name not in known:
-                    raise InputError(f"{where}: unknown {kind} {name!r}; choose from {', '.join(known)}")
+                    raise InputError(f"{where}: unknown {kind} {name!r}; choose from {', '.join(known)}"
+                                     f"{did_you_mean(name, known)}")
         if not self.temperatures or any(not (t >= 0 and math.isfinite(t)) for t in self.temperatures):
             raise InputError(f"{where}: temperatures must be a non-empty list of numbers >= 0")
         if not self.drafts or any(n < 1 for n in self.drafts):
@@ -471,7 +472,8 @@ def _connect_dask(scheduler: str | None, timeout: float):
     except ImportError:  # pragma: no cover - dask is a dependency
         raise MdsdError("the dask executor needs dask[distributed]: pip install 'dask[distributed]'") from None
     if not scheduler:
-        raise InputError("--executor dask needs --scheduler ADDRESS (for example tcp://10.0.0.5:8786)")
+        raise InputError(option("--executor dask", "executor='dask'") + " needs "
+                         f"{option('--scheduler ADDRESS', 'scheduler=ADDRESS')} (for example tcp://10.0.0.5:8786)")
     try:
         _probe_scheduler(scheduler, timeout)
         return Client(scheduler, timeout=f"{timeout}s")

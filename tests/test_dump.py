@@ -123,7 +123,7 @@ def test_interrupted_dump_resumes_to_the_same_result(models, tmp_path):
 
 
 def test_mismatched_tokenizers_are_refused_unless_aligned(models, tmp_path):
-    with pytest.raises(InputError, match="--allow-vocab-mismatch"):
+    with pytest.raises(InputError, match="allow-vocab-mismatch|allow_vocab_mismatch"):
         _dump(models, tmp_path / "m", draft=str(models["other"]))
     notes = []
     summary = _dump(models, tmp_path / "m2", draft=str(models["other"]), allow_vocab_mismatch=True,

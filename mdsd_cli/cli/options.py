@@ -51,7 +51,8 @@ DataOpt = Annotated[Path | None, typer.Option(
     "(.npz or .parquet, probabilities or logits) or a dump directory from mdsd dump.",
     rich_help_panel=DATA_PANEL)]
 RenormalizeOpt = Annotated[bool, typer.Option(
-    "--renormalize", help="Rescale rows that do not sum to 1 (within 1e-6) instead of refusing them.",
+    "--renormalize", help="Rescale rows that do not sum to 1 (within the rounding of their dtype: 1e-6 for "
+    "float64) instead of refusing them.",
     rich_help_panel=DATA_PANEL)]
 TemperatureOpt = Annotated[list[float] | None, typer.Option(
     "--temperature", "-t", min=0.0, help="Temperature(s) applied to the pairs (0 = greedy one-hot). "
