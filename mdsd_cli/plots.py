@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import DataFileError, InputError, option, unknown_choice
+from .errors import DataFileError, InputError, OutputError, option, unknown_choice
 
 KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
@@ -176,15 +176,17 @@ SUMMARY_COLUMNS = {"dataset", "vocab", "temperature", "n", "kind", "name", "samp
 
 
 def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
-    """Draw the figure of a sweep directory into ``out``; returns the files written."""
+    """Draw the figure of a sweep directory into ``out`` (created if missing); returns the files written."""
     import pandas as pd
 
     results, out = Path(results), Path(out)
     summary_path = results / "summary.csv"
     if not summary_path.exists():
         raise DataFileError(f"{results} has no summary.csv; run mdsd sweep into it first")
-    if not out.exists():
-        raise InputError(f"output directory {out} does not exist; create it first")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the figure directory {out}: {exc.strerror or exc}") from None
     summary = _read_table(summary_path, results)
     missing = sorted(SUMMARY_COLUMNS - set(summary.columns))
     if missing:

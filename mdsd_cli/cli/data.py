@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..distributions import PairBatch, dirichlet_pairs, zipf_pairs
 from ..errors import InputError
+from .console import warn
 
 
 def resolve_pairs(*, data, synthetic, pairs: int, vocab: int, seed: int, concentration: float,
@@ -14,7 +17,13 @@ def resolve_pairs(*, data, synthetic, pairs: int, vocab: int, seed: int, concent
     if data is not None:
         from ..datasets import load_data
 
-        return load_data(data, renormalize=renormalize)
+        batch = load_data(data, renormalize=renormalize)
+        if batch.metadata.get("complete") is False:
+            from ..datasets.dumps import dump_status
+
+            warn(f"{data}: " + dump_status(data, manifest=batch.metadata,
+                                          stored=np.unique(batch.labels["prompt_id"])).note)
+        return batch
     if synthetic is None:
         raise InputError("no pairs given: pass --data (a file, a dump directory or a built-in dataset such as "
                          "pydoc-ngram) or --synthetic zipf|dirichlet")

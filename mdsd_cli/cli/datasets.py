@@ -25,7 +25,8 @@ def dump(
     prompts: Path = typer.Option(..., "--prompts", help="Prompts: a text file (one per line) or JSONL with a "
                                  "'prompt' field (and 'reference' for --mode score, optional 'id').",
                                  rich_help_panel=DUMP_PANEL, dir_okay=False),
-    out: Path = typer.Option(..., "--out", "-o", help="Dump directory (created; an existing dump is resumed).",
+    out: Path = typer.Option(..., "--out", "-o", help="Dump directory (created with its parents; an existing dump "
+                             "is resumed; a first run that fails leaves nothing behind).",
                              rich_help_panel=STORE_PANEL),
     mode: str = typer.Option("generate", "--mode", help="generate: the target samples a continuation; "
                              "score: teacher-force the JSONL 'reference'.", rich_help_panel=RUN_PANEL),
@@ -60,7 +61,9 @@ def dump(
     Streams Parquet shards of whole prompts into the --out directory with a
     manifest.json (models, revisions, tokenizer, vocabulary, seed...). Rerunning
     the same command resumes an interrupted dump. Any command's --data reads the
-    directory. Needs the extra mdsd[hf] (torch, transformers).
+    directory. Needs torch and transformers: install a torch build, then pip install -e '.[hf]'
+    from the mdsd clone. A model name that is a local path must exist; a Hub name needs the network
+    (or HF_HUB_OFFLINE=1 and the local Hugging Face cache).
     """
     from ..datasets.hf import dump as run_dump
     from .console import progress_bar

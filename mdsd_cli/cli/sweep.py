@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ..errors import InputError
-from .console import err_console, info
+from .console import err_console, info, warn
 from .options import QuietOpt
 
 GRID_PANEL = "Grid (override the config)"
@@ -67,6 +67,7 @@ def sweep(
         raise InputError("give a sweep config (TOML) or at least --data and --sampler/--verifier")
     raw.setdefault("name", "sweep")
     cfg = SweepConfig.from_dict(raw, where=str(config) if config else "options")
+    _warn_incomplete_dumps(cfg)
     target = out or Path("results") / cfg.name
     if target.exists() and not target.is_dir():
         raise InputError(f"--out {target} is a file; a sweep writes a directory")
@@ -94,6 +95,17 @@ def sweep(
          f"as too large) in {summary.seconds:.1f} s -> {summary.out}/summary.csv", quiet=quiet)
 
 
+def _warn_incomplete_dumps(cfg) -> None:
+    from ..datasets.dumps import dump_status, is_dump
+
+    for spec in cfg.datasets:
+        ref = dict(spec.params).get("ref")
+        if spec.source == "path" and is_dump(ref):
+            note = dump_status(ref).note
+            if note:
+                warn(f"dataset {spec.name} ({ref}): {note}")
+
+
 def _spec_to_toml(spec) -> dict:
     params = dict(spec.params)
     if spec.source == "synthetic":
@@ -108,8 +120,8 @@ def _spec_to_toml(spec) -> dict:
 def plot(
     results: Path = typer.Argument(..., help="A sweep output directory (with summary.csv and manifest.json).",
                                    file_okay=False),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Figure directory (default: the results directory).",
-                                    file_okay=False),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Figure directory, created if missing (default: the "
+                                    "results directory).", file_okay=False),
     figure: str | None = typer.Option(None, "--figure", help="samplers, verifier-gap, num-drafts or scaling "
                                       "(default: from the sweep's config)."),
     quiet: QuietOpt = False,
