@@ -10,7 +10,7 @@ import typer
 
 from ..errors import InputError
 from .console import emit_table, err_console, info, warn
-from .options import FormatOpt, QuietOpt
+from .options import FormatOpt, ProgressOpt, QuietOpt
 
 DUMP_PANEL = "Models"
 RUN_PANEL = "Decoding"
@@ -55,6 +55,7 @@ def dump(
     draft_revision: str | None = typer.Option(None, "--draft-revision", help="Draft revision (Hub).",
                                               rich_help_panel=DUMP_PANEL),
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Record the next-token logits of a target and a draft model at every step.
 
@@ -66,13 +67,12 @@ def dump(
     (or HF_HUB_OFFLINE=1 and the local Hugging Face cache).
     """
     from ..datasets.hf import dump as run_dump
-    from .console import progress_bar
+    from .console import show_progress
 
-    state: dict = {}
-    with progress_bar("tokens", 1, quiet=quiet) as advance:
-        def progress(event, **data):
+    with show_progress("tokens", 0, mode=progress, quiet=quiet) as advance:
+        def on_event(event, **data):
             if event == "start":
-                state["total"] = data["total"]
+                advance.set_total(data["total"])
             elif event == "tokens":
                 advance(data["count"])
 
@@ -81,7 +81,7 @@ def dump(
                                max_new_tokens=max_new_tokens, temperature=temperature, device=device, dtype=dtype,
                                batch_size=batch_size, store_dtype=store_dtype, rows_per_shard=rows_per_shard,
                                seed=seed, allow_vocab_mismatch=allow_vocab_mismatch, revision=revision,
-                               draft_revision=draft_revision, notify=warn, progress=progress)
+                               draft_revision=draft_revision, notify=warn, progress=on_event)
         except KeyboardInterrupt:
             err_console().print(f"Interrupted: the shards already in {out} are kept; rerun the same command "
                                 "to resume.", markup=False)
