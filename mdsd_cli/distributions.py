@@ -46,8 +46,8 @@ def sum_tolerance(unit_roundoff: float, vocab_size: int, *, subnormal_step: floa
       approach to probabilistic rounding error analysis*, SIAM J. Sci. Comput. 2019);
       with ``lambda = 9`` that fails less than once in 10^11 rows at ``V = 10^6``. The
       worst case ``(V - 1) u_acc`` (0.9% at ``V = 152,064``) would let real damage through,
-      while ~2e-5, what a float32 ``torch.softmax`` row at that size is typically off by,
-      is well inside the bound (1.9e-4);
+      while the 5e-6 to 2e-5 a float32 ``torch.softmax`` row of that size is off by is well
+      inside the bound (2.1e-4);
     * one rounding of the division by that sum, at most ``u_acc``;
     * for float16, entries below its smallest normal number lose up to half the
       subnormal spacing (``2^-25``) each: at most ``V 2^-25``.
@@ -80,7 +80,7 @@ def check_probabilities(
         (Rows within ``atol`` are always rescaled to sum to 1 exactly.)
     atol : float, optional
         Tolerance on ``|sum - 1|``; default: what rounding in the input's dtype can
-        explain (:func:`sum_tolerance`: 1e-6 for float64, 1.9e-4 for float32 at
+        explain (:func:`sum_tolerance`: 1e-6 for float64, 2.1e-4 for float32 at
         V = 152,064).
 
     Raises

@@ -53,6 +53,23 @@ def test_a_float32_softmax_row_at_152k_tokens_is_accepted_and_renormalised_in_fl
     assert verify("rrs", p, q, drafts, rng=0) in set(range(152_064))
 
 
+def test_a_float32_pair_file_at_152k_tokens_goes_through_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from mdsd_cli.cli.app import app
+
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(2, 152_064) * 3, dim=-1).numpy()  # float32 rows off by ~5e-6
+    assert (np.abs(probs.astype(np.float64).sum(axis=1) - 1) > 1e-6).all()
+    path = tmp_path / "f32.npz"
+    np.savez(path, target=probs[:1], draft=probs[1:])
+    result = CliRunner().invoke(app, ["bound", "--data", str(path), "-q"])
+    assert result.exit_code == 0, result.stderr
+    p64 = probs.astype(np.float64)
+    expected = optimal_acceptance(p64[0] / p64[0].sum(), p64[1] / p64[1].sum(), 2)
+    assert float(result.stdout.splitlines()[1].split(",")[5]) == pytest.approx(expected, rel=1e-11)
+
+
 def test_rows_off_by_more_than_their_rounding_are_still_refused():
     V = 152_064
     p = torch.full((V,), 1.0 / V, dtype=torch.float32) * 0.998  # 0.2% missing: not rounding
@@ -199,7 +216,8 @@ def test_verify_batch_takes_rows_with_fewer_drafts_padded_with_minus_one():
         verify_batch("rrsw", P, Q, [[1, 0, -1]], rng=0)
 
 
-def test_the_library_guide_runs_and_prints_what_it_shows():
-    result = doctest.testfile(str(ROOT / "docs" / "library.md"), module_relative=False,
+@pytest.mark.parametrize("page,examples", [("docs/library.md", 30), ("README.md", 5)])
+def test_the_documented_loops_run_and_print_what_they_show(page, examples):
+    result = doctest.testfile(str(ROOT / page), module_relative=False,
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 10 and result.failed == 0
+    assert result.attempted >= examples and result.failed == 0
