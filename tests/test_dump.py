@@ -212,6 +212,10 @@ def test_a_first_run_that_fails_leaves_no_directory_and_missing_parents_are_crea
     with pytest.raises(RuntimeError):
         _dump(models, tmp_path / "a" / "b", progress=fail)
     assert not (tmp_path / "a").exists()
+    (tmp_path / "empty").mkdir()  # a directory that was there before stays, empty
+    with pytest.raises(RuntimeError):
+        _dump(models, tmp_path / "empty", progress=fail)
+    assert list((tmp_path / "empty").iterdir()) == []
     summary = _dump(models, tmp_path / "a" / "b", max_new_tokens=2)  # missing parents are created
     assert summary.prompts_done == len(PROMPTS) and (tmp_path / "a" / "b" / "manifest.json").exists()
 

@@ -99,15 +99,14 @@ def show_progress(description: str, total: int, *, mode="auto", quiet: bool = Fa
     Yields a :class:`Progress`. Nothing is written to stdout.
     """
     mode = getattr(mode, "value", mode) or "auto"
-    handle = Progress(total)
     console = err_console()
     if quiet or mode == "none":
-        yield handle
+        yield Progress(total)
         return
     if mode == "auto":
         mode = "bar" if console.is_terminal else "log"
     if mode == "log":
-        yield from _logged(handle, description, console)
+        yield from _logged(Progress(total), description, console)
         return
     bar = Progress_(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -83,8 +83,11 @@ def dump(
                                seed=seed, allow_vocab_mismatch=allow_vocab_mismatch, revision=revision,
                                draft_revision=draft_revision, notify=warn, progress=on_event)
         except KeyboardInterrupt:
-            err_console().print(f"Interrupted: the shards already in {out} are kept; rerun the same command "
-                                "to resume.", markup=False)
+            if out.exists():
+                message = f"Interrupted: the shards already in {out} are kept; rerun the same command to resume."
+            else:
+                message = "Interrupted before any prompt was stored; nothing was written."
+            err_console().print(message, markup=False)
             raise typer.Exit(130) from None
     info(f"dumped {summary.rows_written} positions of {summary.prompts_done} prompts "
          f"({summary.prompts_skipped} already done) to {summary.directory} (V={summary.vocab_size})", quiet=quiet)

@@ -16,14 +16,12 @@ import typer
 from ..errors import did_you_mean
 
 
-def choice(enum_cls: type[Enum], *, extra: tuple[str, ...] = ()):
-    """A Typer callback turning the given string(s) into members of ``enum_cls`` (or one of ``extra``)."""
-    names = [str(m.value) for m in enum_cls] + list(extra)
+def choice(enum_cls: type[Enum]):
+    """A Typer callback turning the given string (or list of them) into members of ``enum_cls``."""
+    names = [str(m.value) for m in enum_cls]
 
     def convert(value):
         if value is None or isinstance(value, enum_cls):
-            return value
-        if value in extra:
             return value
         try:
             return enum_cls(value)
@@ -36,8 +34,10 @@ def choice(enum_cls: type[Enum], *, extra: tuple[str, ...] = ()):
     return callback
 
 
-def metavar(enum_cls: type[Enum], *, extra: tuple[str, ...] = ()) -> str:
-    return "|".join([str(m.value) for m in enum_cls] + list(extra))
+def metavar(enum_cls: type[Enum]) -> str:
+    """``iid|wor|greedy|hub|all``: the choices, for the help text."""
+    return "|".join(str(m.value) for m in enum_cls)
+
 
 DATA_PANEL = "Data"
 SYNTHETIC_PANEL = "Synthetic data"
@@ -92,6 +92,8 @@ TemperatureOpt = Annotated[list[float] | None, typer.Option(
 SyntheticOpt = Annotated[str | None, typer.Option(
     "--synthetic", help="Generate pairs instead of reading --data.", rich_help_panel=SYNTHETIC_PANEL,
     callback=choice(FamilyChoice), metavar=metavar(FamilyChoice))]
+
+
 def pairs_option(synthetic_default: int):
     """``--pairs N``: the first N pairs of --data (default all), or N synthetic pairs."""
     return Annotated[int | None, typer.Option(

@@ -193,7 +193,9 @@ def verify(
                     if use_exact:
                         rate, se, how = exact_rate(v), 0.0, "exact"
                     else:
-                        rng = _rng(seed, i, ti, names.index(name), n)
+                        # keyed by the pair's own index, so a --pair-range shard draws what the full run does
+                        pair_index = int(batch.labels["pair"][i]) if "pair" in batch.labels else i
+                        rng = _rng(seed, pair_index, ti, names.index(name), n)
                         (rate, se), how = monte_carlo_rate(v, samples, rng), "monte-carlo"
                     seconds = time.perf_counter() - t0
                     alpha = float(bound_cache[key][i])

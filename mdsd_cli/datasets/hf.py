@@ -331,7 +331,7 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
         writer.flush()
         write_manifest(out, {**read_manifest(out), "complete": True})
     except BaseException:
-        if created and not shard_paths(out):  # nothing to resume: leave no directory behind
+        if not resuming and not shard_paths(out):  # nothing to resume: leave nothing behind
             _remove_new_dump(out, created)
         raise
     return DumpSummary(out, len(prompts), len(todo), len(prompts) - len(todo), rows, V, aligned)
@@ -348,7 +348,8 @@ def _make_directories(out: Path) -> list[Path]:
 
 
 def _remove_new_dump(out: Path, created: list[Path]) -> None:
-    """Remove what a failed first run left (its manifest, temporary files) and the directories it made."""
+    """Remove what a failed first run left (its manifest, temporary files) and the directories it made
+    (an empty directory that was there before stays)."""
     with contextlib.suppress(OSError):
         (out / MANIFEST).unlink(missing_ok=True)
         for leftover in out.iterdir():
