@@ -12,7 +12,8 @@ JOBS ?= 2
 .PHONY: help install test lint bound bench clean reproduce figures findings $(EXPERIMENTS)
 
 help: ## List the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+	@for e in $(EXPERIMENTS); do printf "  make %-15s %s\n" $$e "One experiment: sweep experiments/$$e.toml into results/$$e/, then its figures"; done
 
 # torch is pinned to the CPU build first (a wheel on disk here), so that the
 # extra's range is already met and pip never pulls a multi-GB CUDA build.

@@ -6,8 +6,11 @@ Public API::
     optimal_acceptance(p, q, n, sampler="iid", solver="chain") -> float
     sample_drafts(q, n, sampler="iid", rng=numpy.random.default_rng(0)) -> int array
 
-    from mdsd_cli import verify, acceptance_rate, verifier_names
+    from mdsd_cli import verify, verify_batch, prepare_verifier, acceptance_rate, verifier_names
     verify(name, p, q, drafts, rng=rng) -> int
+    verify(name, p, q, drafts, rng=rng, return_index=True) -> Verification(token, index)
+    verify_batch(name, P, Q, drafts, rng=rng) -> BatchVerification(tokens, indices)
+    prepare_verifier(name, p, q, n).verify(drafts, rng) -> Verification  (set-up once per pair)
     acceptance_rate(name, p, q, n, method="exact"|"monte-carlo", samples=..., rng=None)
     verifier_names() -> list[str]
 """
@@ -29,6 +32,7 @@ from .distributions import (
     pairs_from_logits,
     pairs_from_probabilities,
     softmax,
+    sum_tolerance,
     zipf_pairs,
 )
 from .errors import DataFileError, InputError, MdsdError, OutputError, SizeLimitError, SolverError
@@ -42,7 +46,17 @@ from .samplers import (
     sample_drafts,
     sampler_names,
 )
-from .verifiers import acceptance_rate, output_law, prepare_verifier, verifier_names, verify
+from .verifiers import (
+    BatchVerification,
+    PreparedVerifier,
+    Verification,
+    acceptance_rate,
+    output_law,
+    prepare_verifier,
+    verifier_names,
+    verify,
+    verify_batch,
+)
 
 __version__ = "0.1.0"
 
@@ -52,6 +66,7 @@ __all__ = [
     "apply_temperature", "check_pair", "check_probabilities", "dirichlet_pairs", "draft_set_law",
     "draft_tuple_law", "hit_probability", "hit_probability_chain", "optimal_acceptance",
     "pairs_from_logits", "pairs_from_probabilities", "sample_drafts", "sampler_names",
-    "solve_optimal_acceptance", "softmax", "zipf_pairs",
-    "acceptance_rate", "output_law", "prepare_verifier", "verifier_names", "verify",
+    "solve_optimal_acceptance", "softmax", "sum_tolerance", "zipf_pairs",
+    "BatchVerification", "PreparedVerifier", "Verification", "acceptance_rate", "output_law", "prepare_verifier",
+    "verifier_names", "verify", "verify_batch",
 ]

@@ -3,13 +3,58 @@
 Every error a user can cause derives from :class:`MdsdError`; its message is one
 line that says what is wrong and how to fix it. The command-line interface turns
 these into ``Error: <message>`` on stderr with exit code 1.
+
+A message that names the option fixing the problem names it twice, with
+:func:`option`: ``str(error)`` reads the Python keyword (``renormalize=True``),
+and :meth:`MdsdError.cli_message` the command-line flag (``--renormalize``), so
+that neither audience reads the other's spelling.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
+
+_OPTION = re.compile(r"\x00([^\x01]*)\x01([^\x02]*)\x02")
+
+
+def option(flag: str, keyword: str) -> str:
+    """An option named in an error message: ``flag`` on the command line, ``keyword`` in Python.
+
+    >>> str(InputError(f"pass {option('--renormalize', 'renormalize=True')} to rescale"))
+    'pass renormalize=True to rescale'
+    """
+    return f"\x00{flag}\x01{keyword}\x02"
+
+
+#: The way out of most size limits, as error messages name it.
+USE_CHAIN = option("--solver chain", "solver='chain'")
+
+
+def did_you_mean(name, choices) -> str:
+    """``"; did you mean 'wor'?"`` when ``name`` is close to one of ``choices``, else ``""``."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_choice(kind: str, name, choices) -> InputError:
+    """The error for an unknown name: ``unknown sampler 'wro'; choose one of: ...; did you mean 'wor'?``."""
+    choices = [str(c) for c in choices]
+    return InputError(f"unknown {kind} {name!r}; choose one of: {', '.join(choices)}{did_you_mean(name, choices)}")
+
 
 class MdsdError(Exception):
     """Base class of every error the library raises on purpose."""
+
+    def __init__(self, message="", *args):
+        self._template = str(message)
+        super().__init__(_OPTION.sub(r"\2", self._template), *args)
+
+    def cli_message(self) -> str:
+        """The message as the command line shows it: options named by their flags."""
+        return _OPTION.sub(r"\1", self._template)
 
 
 class InputError(MdsdError, ValueError):

@@ -39,8 +39,9 @@ from .distributions import (
     pairs_from_logits,
     pairs_from_probabilities,
 )
-from .errors import DataFileError, InputError, MdsdError, OutputError
+from .errors import DataFileError, InputError, MdsdError, OutputError, option
 
+_FORMAT_OPTION = option("--format csv|parquet", "fmt='csv' or fmt='parquet'")
 PAIR_SUFFIXES = (".npz", ".parquet", ".pq")
 TABLE_FORMATS = ("csv", "parquet")
 #: Parquet files that mdsd reads back (pair files, dump shards, sweep cells) carry page
@@ -173,7 +174,7 @@ def table_format(path, fmt: str | None = None) -> str:
         return "parquet"
     if suffix in (".csv", ".txt", ""):
         return "csv"
-    raise InputError(f"cannot tell the table format of {path} from its extension; pass --format csv|parquet")
+    raise InputError(f"cannot tell the table format of {path} from its extension; pass {_FORMAT_OPTION}")
 
 
 def write_table(df, path, *, fmt: str | None = None, manifest: dict | None = None) -> Path:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import DataFileError, InputError
+from .errors import DataFileError, InputError, OutputError, option, unknown_choice
 
 KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
@@ -136,8 +136,11 @@ def plot_num_drafts(summary, out: Path) -> list[Path]:
             _band(axes[1], g.n, g, COLORS.get(name), name, band=False)
         axes[0].set_title("optimal acceptance α*")
         axes[1].set_title("verifiers")
+        from matplotlib.ticker import MaxNLocator
+
         for ax in axes:
             ax.set_xlabel("drafts n")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 2.5 drafts
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
         axes[0].set_ylabel("acceptance rate")
@@ -150,21 +153,33 @@ def plot_scaling(summary, timings, out: Path) -> list[Path]:
     plt = _pyplot()
     if timings.empty:
         raise DataFileError("the sweep has no timings to plot")
-    per = timings.groupby(["vocab", "n", "sampler", "method"], sort=True)["seconds_median"].median().reset_index()
-    per = per.rename(columns={"seconds_median": "seconds"})
+    timings = timings.copy()
+    if "kind" not in timings:  # tables from before verifier cells were told apart
+        timings["kind"] = "bound"
+    if "name" not in timings:
+        timings["name"] = timings["sampler"]
+    # a bound cell is named by its solver (method) and sampler; a verifier cell by the verifier
+    # itself (its method is exact/monte-carlo/auto, not a solver)
+    timings["method"] = timings["method"].where(timings["kind"] == "bound", timings["name"])
+    per = timings.groupby(["vocab", "n", "kind", "sampler", "method"], sort=True)["seconds_median"].median()
+    per = per.reset_index().rename(columns={"seconds_median": "seconds"})
     ns = sorted(per.n.unique())
     styles = {s: st for s, st in zip(sorted(per.sampler.unique()), ("-o", "--s", ":^", "-.v"))}
-    fig, axes = _panels(plt, len(ns), "wall time per pair against V (the LP wall)")
+    kinds = set(per.kind)
+    title = "wall time per pair against V" + (" (the LP wall)" if "bound" in kinds else "")
+    fig, axes = _panels(plt, len(ns), title)
     for ax, n in zip(axes, ns):
-        for (sampler, method), g in per[per.n == n].groupby(["sampler", "method"], sort=False):
-            ax.loglog(g.vocab, g.seconds, styles[sampler], ms=3, color=COLORS.get(method), label=f"{method}, {sampler}")
+        for (kind, sampler, method), g in per[per.n == n].groupby(["kind", "sampler", "method"], sort=False):
+            label = f"{method}, {sampler}" if kind == "bound" else f"verifier {method} ({sampler} drafts)"
+            ax.loglog(g.vocab, g.seconds, styles[sampler], ms=3, color=COLORS.get(method), label=label)
         walls = summary[(summary.n == n) & (summary.status == "refused")]
+        walls = walls.assign(method=walls["method"].where(walls["kind"] == "bound", walls["name"]))
         for method, g in walls.groupby("method", sort=False):
             ax.axvline(g.vocab.min(), color=COLORS.get(method), ls=":", lw=1)
         ax.set_title(f"n = {n} (dotted: first V refused)")
         ax.set_xlabel("vocabulary size V")
     axes[0].set_ylabel("seconds per pair")
-    axes[0].legend(title="solver, draft sampler", fontsize=7)
+    axes[0].legend(title="solver, draft sampler" if kinds == {"bound"} else None, fontsize=7)
     paths = _save(fig, out, "scaling")
     plt.close(fig)
     return paths
@@ -176,15 +191,17 @@ SUMMARY_COLUMNS = {"dataset", "vocab", "temperature", "n", "kind", "name", "samp
 
 
 def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
-    """Draw the figure of a sweep directory into ``out``; returns the files written."""
+    """Draw the figure of a sweep directory into ``out`` (created if missing); returns the files written."""
     import pandas as pd
 
     results, out = Path(results), Path(out)
     summary_path = results / "summary.csv"
     if not summary_path.exists():
         raise DataFileError(f"{results} has no summary.csv; run mdsd sweep into it first")
-    if not out.exists():
-        raise InputError(f"output directory {out} does not exist; create it first")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the figure directory {out}: {exc.strerror or exc}") from None
     summary = _read_table(summary_path, results)
     missing = sorted(SUMMARY_COLUMNS - set(summary.columns))
     if missing:
@@ -196,9 +213,10 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             figure = "none"
     if figure in (None, "none"):
-        raise InputError("this sweep names no figure; pass --figure samplers|verifier-gap|num-drafts|scaling")
+        raise InputError("this sweep names no figure; pass "
+                         f"{option('--figure ' + '|'.join(KINDS), 'figure=' + ' or '.join(map(repr, KINDS)))}")
     if figure not in KINDS:
-        raise InputError(f"unknown figure {figure!r}; choose {', '.join(KINDS)}")
+        raise unknown_choice("figure", figure, KINDS)
     try:
         if figure == "samplers":
             return plot_samplers(summary, out)

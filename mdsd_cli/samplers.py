@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._wor_kernel import wor_hit_chain
-from .distributions import check_drafts, check_probabilities
-from .errors import InputError, SizeLimitError
+from .distributions import _check_rows, _to_numpy, as_array, check_drafts
+from .errors import USE_CHAIN, InputError, SizeLimitError, unknown_choice
 
 #: Largest number of draft tuples :meth:`DraftSampler.tuple_law` will enumerate.
 MAX_TUPLES = 5_000_000
@@ -216,7 +216,7 @@ class DraftSampler:
         if count > max_tuples:
             raise SizeLimitError(
                 f"the exact {self.name} draft law for V={q.size}, n={n} has {count:,} tuples "
-                f"(limit {max_tuples:,}); use the chain solver (--solver chain / solver='chain'), which needs no enumeration"
+                f"(limit {max_tuples:,}); use the chain solver ({USE_CHAIN}), which needs no enumeration"
             )
 
 
@@ -464,25 +464,25 @@ def get_sampler(name: str) -> DraftSampler:
     try:
         return SAMPLERS[name]
     except (KeyError, TypeError):
-        raise InputError(
-            f"unknown draft sampler {name!r}; choose one of: {', '.join(SAMPLERS)}"
-        ) from None
+        raise unknown_choice("draft sampler", name, SAMPLERS) from None
 
 
-def _one_distribution(q, name="draft") -> np.ndarray:
-    arr = check_probabilities(q, name=name)
-    if np.asarray(q).ndim != 1:
-        raise InputError(f"{name} must be one distribution of shape [V], got shape {np.shape(q)}")
-    return arr[0]
+def _one_distribution(q, name="draft", renormalize: bool = False) -> np.ndarray:
+    converted = _to_numpy(q)
+    if converted[0].ndim != 1:
+        raise InputError(f"{name} must be one distribution of shape [V], got shape {tuple(converted[0].shape)}")
+    return _check_rows(*converted, name=name, renormalize=renormalize, atol=None)[0]
 
 
-def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None = None) -> np.ndarray:
+def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None = None,
+                  renormalize: bool = False) -> np.ndarray:
     """Sample draft tuples from ``q``.
 
     Parameters
     ----------
     q : array_like ``[V]``
-        Draft distribution.
+        Draft distribution: a list, numpy array or torch tensor of any float dtype
+        and device (copied to the CPU as float64).
     n : int
         Number of drafts.
     sampler : {"iid", "wor", "greedy", "hub"}
@@ -490,6 +490,8 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
         Random source (an int is used as a seed).
     size : int, optional
         Number of tuples; ``None`` returns one tuple.
+    renormalize : bool
+        Rescale a ``q`` that does not sum to 1 within rounding instead of refusing it.
 
     Returns
     -------
@@ -499,7 +501,7 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
     """
     s = get_sampler(sampler)
     n = s.check_n(n)
-    qv = _one_distribution(q)
+    qv = _one_distribution(q, renormalize=renormalize)
     rng = np.random.default_rng(rng)
     if size is None:
         return s.sample(qv, n, rng, 1)[0]
@@ -508,7 +510,7 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
     return s.sample(qv, n, rng, int(size))
 
 
-def hit_probability_chain(q, n: int, order, *, sampler: str = "iid") -> np.ndarray:
+def hit_probability_chain(q, n: int, order, *, sampler: str = "iid", renormalize: bool = False) -> np.ndarray:
     """``P(X hits A_k)`` for every prefix ``A_k = {order[0..k-1]}``, ``k = 0..V``.
 
     For ``iid``: ``1 - (1 - q(A))^n``; ``greedy``/``hub`` with top set ``T``: 1 if
@@ -517,23 +519,23 @@ def hit_probability_chain(q, n: int, order, *, sampler: str = "iid") -> np.ndarr
     """
     s = get_sampler(sampler)
     n = s.check_n(n)
-    qv = _one_distribution(q)
-    order = np.asarray(order)
+    qv = _one_distribution(q, renormalize=renormalize)
+    order = as_array(order)
     if order.shape != qv.shape or not np.array_equal(np.sort(order), np.arange(qv.size)):
         raise InputError("order must be a permutation of the token ids 0..V-1")
     return s.hit_probability_chain(qv, n, order.astype(np.int64))
 
 
-def hit_probability(q, n: int, tokens, *, sampler: str = "iid") -> float:
+def hit_probability(q, n: int, tokens, *, sampler: str = "iid", renormalize: bool = False) -> float:
     """``P(X hits A)``: the chance that some draft lies in the token set ``A``.
 
     ``tokens`` is a collection of token ids (list, set, integer array) or a
     boolean mask of length V.
     """
-    qv = _one_distribution(q)
+    qv = _one_distribution(q, renormalize=renormalize)
     if isinstance(tokens, (set, frozenset)):
         tokens = sorted(tokens)
-    arr = np.asarray(tokens)
+    arr = as_array(tokens)
     if arr.dtype == bool:
         if arr.shape != qv.shape:
             raise InputError(f"a boolean token mask needs length V={qv.size}, got shape {arr.shape}")
@@ -547,15 +549,16 @@ def hit_probability(q, n: int, tokens, *, sampler: str = "iid") -> float:
     return float(hit_probability_chain(qv, n, np.concatenate((tokens, rest)), sampler=sampler)[tokens.size])
 
 
-def draft_tuple_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES):
+def draft_tuple_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES, renormalize: bool = False):
     """Exact law of the draft tuple by enumeration: ``(tuples [M, k], prob [M])``."""
     s = get_sampler(sampler)
     n = s.check_n(n)
-    return s.tuple_law(_one_distribution(q), n, max_tuples=max_tuples)
+    return s.tuple_law(_one_distribution(q, renormalize=renormalize), n, max_tuples=max_tuples)
 
 
-def draft_set_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES) -> DraftSetLaw:
+def draft_set_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES,
+                  renormalize: bool = False) -> DraftSetLaw:
     """Exact law of the set of distinct drafts (see :class:`DraftSetLaw`)."""
     s = get_sampler(sampler)
     n = s.check_n(n)
-    return s.set_law(_one_distribution(q), n, max_tuples=max_tuples)
+    return s.set_law(_one_distribution(q, renormalize=renormalize), n, max_tuples=max_tuples)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, MdsdError, OutputError, SizeLimitError
+from .errors import InputError, MdsdError, OutputError, SizeLimitError, did_you_mean, option
 
 #: Bumped when cell computations change meaning, so old cell files are not reused.
 CELL_VERSION = 1
@@ -167,7 +167,8 @@ class SweepConfig:
                                    ("verifier", self.verifiers, VERIFIERS)):
             for name in names:
                 if name not in known:
-                    raise InputError(f"{where}: unknown {kind} {name!r}; choose from {', '.join(known)}")
+                    raise InputError(f"{where}: unknown {kind} {name!r}; choose from {', '.join(known)}"
+                                     f"{did_you_mean(name, known)}")
         if not self.temperatures or any(not (t >= 0 and math.isfinite(t)) for t in self.temperatures):
             raise InputError(f"{where}: temperatures must be a non-empty list of numbers >= 0")
         if not self.drafts or any(n < 1 for n in self.drafts):
@@ -471,7 +472,8 @@ def _connect_dask(scheduler: str | None, timeout: float):
     except ImportError:  # pragma: no cover - dask is a dependency
         raise MdsdError("the dask executor needs dask[distributed]: pip install 'dask[distributed]'") from None
     if not scheduler:
-        raise InputError("--executor dask needs --scheduler ADDRESS (for example tcp://10.0.0.5:8786)")
+        raise InputError(option("--executor dask", "executor='dask'") + " needs "
+                         f"{option('--scheduler ADDRESS', 'scheduler=ADDRESS')} (for example tcp://10.0.0.5:8786)")
     try:
         _probe_scheduler(scheduler, timeout)
         return Client(scheduler, timeout=f"{timeout}s")
@@ -573,23 +575,12 @@ def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local
     return SweepSummary(out, len(cells), len(todo), len(done), refused, seconds)
 
 
-def _interval(values: np.ndarray) -> tuple[float, float, float, float]:
-    from scipy import stats
-
-    n = values.size
-    mean = float(values.mean()) if n else math.nan
-    if n < 2:
-        return mean, 0.0, mean, mean
-    sd = float(values.std(ddof=1))
-    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return mean, sd, mean - half, mean + half
-
-
 def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: str = "local", jobs: int = 1) -> int:
     """Combine the stored cells into the pair, summary and timing tables and the manifest."""
     import pandas as pd
 
     from .io import atomic_path, build_manifest
+    from .summary import mean_interval
 
     pair_frames, summary_rows, timing_frames, cell_times = [], [], [], {}
     refused = 0
@@ -609,7 +600,7 @@ def finalize(config: SweepConfig, out: Path, *, seconds: float = 0.0, executor: 
                                   "seconds_median": float(np.median(seconds_per_pair)),
                                   "seconds_max": float(seconds_per_pair.max())})
         values = df["value"].to_numpy()
-        mean, sd, lo, hi = _interval(values)
+        mean, sd, lo, hi = mean_interval(values)
         gaps = (df["alpha_star"] - df["value"]).to_numpy()
         summary_rows.append({**ident, "status": meta["status"], "pairs": int(values.size), "mean": mean, "std": sd,
                              "ci95_low": lo, "ci95_high": hi, "alpha_star_mean": float(df["alpha_star"].mean())

@@ -123,7 +123,7 @@ def test_interrupted_dump_resumes_to_the_same_result(models, tmp_path):
 
 
 def test_mismatched_tokenizers_are_refused_unless_aligned(models, tmp_path):
-    with pytest.raises(InputError, match="--allow-vocab-mismatch"):
+    with pytest.raises(InputError, match="allow-vocab-mismatch|allow_vocab_mismatch"):
         _dump(models, tmp_path / "m", draft=str(models["other"]))
     notes = []
     summary = _dump(models, tmp_path / "m2", draft=str(models["other"]), allow_vocab_mismatch=True,
@@ -168,3 +168,114 @@ def test_cli_dump_then_bound_and_verify(models, tmp_path):
                                 "--prompts", str(models["prompts"]), "--out", str(out), "--max-new-tokens", "4",
                                 "--store-dtype", "float16"])
     assert again.exit_code == 0 and f"({len(PROMPTS)} already done)" in again.stderr
+
+
+# --- a larger target vocabulary, failures that leave nothing behind, incomplete dumps, model names ---------------
+
+def test_a_larger_target_vocabulary_is_aligned_and_the_draft_reads_its_own_token_ids(models, tmp_path):
+    from transformers import AutoTokenizer
+
+    # "other" knows two more words: from id 36 on the two vocabularies differ ("verifies" is 46 in the target,
+    # 45 in the draft, whose embedding has 46 rows), and the prompts use such tokens
+    notes = []
+    summary = _dump(models, tmp_path / "big", target=str(models["other"]), allow_vocab_mismatch=True,
+                    notify=notes.append)
+    assert summary.aligned and "its own token ids" in notes[0]
+    pairs = load_data(tmp_path / "big")
+    tok_t = AutoTokenizer.from_pretrained(models["other"])
+    tok_d = AutoTokenizer.from_pretrained(models["draft"])
+    V, labels = pairs.vocab_size, pairs.labels
+    assert V == 36 and (labels["token"] < V).all()
+    for row in range(pairs.num_pairs):
+        pid, pos = int(labels["prompt_id"][row]), int(labels["position"][row])
+        previous = labels["token"][(labels["prompt_id"] == pid) & (labels["position"] < pos)]
+        context = tok_t(PROMPTS[pid])["input_ids"] + [int(t) for t in previous]
+        in_draft = tok_d.convert_tokens_to_ids(tok_t.convert_ids_to_tokens(context))
+        np.testing.assert_allclose(pairs.target_logits[row], _model_logits(models["other"], context)[:V], atol=2e-4)
+        np.testing.assert_allclose(pairs.draft_logits[row], _model_logits(models["draft"], in_draft)[:V], atol=2e-4)
+
+
+def test_a_prompt_the_draft_cannot_read_is_refused_before_anything_is_written(models, tmp_path):
+    prompts = tmp_path / "zebra.txt"
+    prompts.write_text("the draft model\nthe zebra model\n")
+    with pytest.raises(InputError, match=r"prompt 1 holds the token 'zebra'.*does not have"):
+        _dump(models, tmp_path / "new" / "dump", target=str(models["other"]), allow_vocab_mismatch=True,
+              prompts_path=prompts)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_first_run_that_fails_leaves_no_directory_and_missing_parents_are_created(models, tmp_path):
+    def fail(event, **info):
+        if event == "tokens":
+            raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError):
+        _dump(models, tmp_path / "a" / "b", progress=fail)
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "empty").mkdir()  # a directory that was there before stays, empty
+    with pytest.raises(RuntimeError):
+        _dump(models, tmp_path / "empty", progress=fail)
+    assert list((tmp_path / "empty").iterdir()) == []
+    summary = _dump(models, tmp_path / "a" / "b", max_new_tokens=2)  # missing parents are created
+    assert summary.prompts_done == len(PROMPTS) and (tmp_path / "a" / "b" / "manifest.json").exists()
+
+
+def test_an_interrupted_dump_is_marked_and_warned_about(models, tmp_path):
+    part = tmp_path / "part"
+    seen = {"tokens": 0}
+
+    def stop_after_some(event, **info):
+        if event == "tokens":
+            seen["tokens"] += info["count"]
+            if seen["tokens"] >= 7:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _dump(models, part, rows_per_shard=1, batch_size=1, progress=stop_after_some)
+    kept = len(set(load_data(part).labels["prompt_id"].tolist()))
+    described = json.loads(runner.invoke(app, ["datasets", str(part)]).stdout)
+    assert described["complete"] is False and described["prompts"] == kept < described["prompt_count"] == 5
+    bound = runner.invoke(app, ["bound", "--data", str(part), "-q"])
+    assert bound.exit_code == 0 and f"incomplete dump: {kept} of 5 prompts stored" in bound.stderr
+    assert "incomplete" not in bound.stdout
+    swept = runner.invoke(app, ["sweep", "--data", str(part), "-s", "iid", "--out", str(tmp_path / "sw"), "-q"])
+    assert swept.exit_code == 0 and f"incomplete dump: {kept} of 5 prompts stored" in swept.stderr
+    _dump(models, part, rows_per_shard=1, batch_size=1)  # resumed to the end
+    assert json.loads(runner.invoke(app, ["datasets", str(part)]).stdout)["complete"] is True
+    assert "incomplete" not in runner.invoke(app, ["bound", "--data", str(part), "-q"]).stderr
+
+
+def test_cli_dump_creates_missing_parents(models, tmp_path):
+    out = tmp_path / "dumps" / "x"
+    result = runner.invoke(app, ["dump", "--target", str(models["target"]), "--draft", str(models["draft"]),
+                                 "--prompts", str(models["prompts"]), "--out", str(out), "--max-new-tokens", "2"])
+    assert result.exit_code == 0, result.stderr
+    assert load_data(out).num_pairs == 2 * len(PROMPTS)
+
+
+def test_a_missing_local_model_fails_at_once(models, tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    started = time.perf_counter()
+    result = runner.invoke(app, ["dump", "--target", "models/nothere", "--draft", str(models["draft"]),
+                                 "--prompts", str(models["prompts"]), "--out", "d"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "cannot load model 'models/nothere': no such directory" in result.stderr
+    assert time.perf_counter() - started < 10 and not (tmp_path / "d").exists()
+
+
+def test_an_unreachable_hub_is_one_line_naming_hf_hub_offline(models, tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: as without a network
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-cache"))
+    started = time.perf_counter()
+    result = runner.invoke(app, ["dump", "--target", "nobody/nothere", "--draft", str(models["draft"]),
+                                 "--prompts", str(models["prompts"]), "--out", "d"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "127.0.0.1 cannot be reached" in result.stderr and "HF_HUB_OFFLINE=1" in result.stderr
+    assert time.perf_counter() - started < 15

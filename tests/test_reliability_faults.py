@@ -219,7 +219,7 @@ def test_an_inaccurate_lp_is_an_error_not_a_value(solver, inaccurate_lp):
 
 
 def test_a_failing_lp_is_an_error_not_a_value(failing_lp):
-    with pytest.raises(SolverError, match="failed.*--lp-solver clarabel"):
+    with pytest.raises(SolverError, match="failed.*lp_solver='clarabel'"):
         optimal_acceptance(P, Q, 2, solver="primal-lp")
     result = run("bound", "--synthetic", "dirichlet", "--vocab", "4", "--solver", "dual-lp")
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1 and "failed" in result.stderr

@@ -320,10 +320,14 @@ def test_unwritable_sweep_and_dump_directories(tmp_path):
                        "is a file")
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("hello\n")
-    assert_clean_error(run("dump", "--target", "t", "--draft", "d", "--prompts", prompts, "--out",
-                           tmp_path / "missing" / "dump"), 1, "does not exist")
+    # a missing parent is created, but only once the models have loaded: a failure leaves nothing behind
+    assert_clean_error(run("dump", "--target", "./t", "--draft", "./d", "--prompts", prompts, "--out",
+                           tmp_path / "missing" / "dump"), 1, "cannot load model './t': no such directory")
+    assert not (tmp_path / "missing").exists()
     assert_clean_error(run("dump", "--target", "t", "--draft", "d", "--prompts", prompts, "--out",
                            tmp_path / "a-file"), 1, "not a directory")
+    assert_clean_error(run("dump", "--target", "t", "--draft", "d", "--prompts", prompts, "--out",
+                           tmp_path / "a-file" / "dump"), 1, "a-file is a file")
 
 
 # --- a Dask scheduler that does not answer --------------------------------------------------------------------

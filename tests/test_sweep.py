@@ -147,6 +147,16 @@ def test_cli_sweep_and_plot(tmp_path):
     assert runner.invoke(app, ["plot", str(out), "--figure", "num-drafts"]).exit_code == 0
 
 
+def test_plot_creates_a_missing_figure_directory(tmp_path):
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["sweep", "--data", "dirichlet", "-s", "iid", "-n", "1", "-n", "2", "--out", str(out),
+                               "-q"]).exit_code == 0
+    figs = tmp_path / "figs" / "new"
+    plotted = runner.invoke(app, ["plot", str(out), "--out", str(figs), "--figure", "num-drafts"])
+    assert plotted.exit_code == 0, plotted.stderr
+    assert {p.suffix for p in figs.glob("num-drafts-*")} == {".png", ".svg"}
+
+
 # --- the committed results match a rerun ---------------------------------------------------
 
 def _recompute(experiment, pick):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import check_pair
-from ..errors import InputError
+from ..distributions import as_array, check_pair
+from ..errors import USE_CHAIN, option, unknown_choice
 from ..samplers import get_sampler
 from .chain import chain_solve
 from .lp import LP_SOLVERS, MAX_LP_VARIABLES, dual_lp, estimate_lp_variables, primal_lp
@@ -34,13 +34,13 @@ __all__ = [
 
 def _check_solver(solver: str) -> str:
     if solver not in SOLVERS:
-        raise InputError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVERS)}")
+        raise unknown_choice("solver", solver, SOLVERS)
     return solver
 
 
 def _check_lp_solver(lp_solver: str) -> str:
     if not isinstance(lp_solver, str) or lp_solver.lower() not in LP_SOLVERS:
-        raise InputError(f"unknown LP solver {lp_solver!r}; choose one of: {', '.join(LP_SOLVERS)}")
+        raise unknown_choice("LP solver", lp_solver, LP_SOLVERS)
     return lp_solver.lower()
 
 
@@ -57,7 +57,8 @@ def solve_optimal_acceptance(p, q, n: int, *, sampler: str = "iid", solver: str 
     Parameters
     ----------
     p, q : array_like ``[V]`` or ``[N, V]``
-        Target and draft distributions.
+        Target and draft distributions: lists, numpy arrays or torch tensors of any
+        float dtype and device (copied to the CPU and computed in float64).
     n : int
         Number of drafts (``hub``: 2 only).
     sampler : {"iid", "wor", "greedy", "hub"}
@@ -65,7 +66,8 @@ def solve_optimal_acceptance(p, q, n: int, *, sampler: str = "iid", solver: str 
     lp_solver : {"highs", "clarabel"}
         Back-end of the LP solvers.
     renormalize : bool
-        Rescale rows whose sum is off by more than 1e-6 instead of refusing them.
+        Rescale rows whose sum is off by more than rounding explains (1e-6 for
+        float64, see :func:`~mdsd_cli.distributions.sum_tolerance`) instead of refusing them.
     max_lp_variables : int
         LP size above which the LP solvers refuse (and point to ``chain``).
 
@@ -141,18 +143,18 @@ def check_problem_size(q, n: int, *, sampler: str, solver: str,
     s = get_sampler(sampler)
     n = s.check_n(n)
     _check_solver(solver)
-    Q = np.atleast_2d(np.asarray(q))
+    Q = np.atleast_2d(as_array(q))
     V = Q.shape[1]
     if solver == "subsets" and V > MAX_SUBSET_VOCAB:
         raise SizeLimitError(
             f"subsets enumerates 2^V sets and accepts V <= {MAX_SUBSET_VOCAB}, got V={V}; "
-            "use --solver chain (exact, O(V log V))"
+            f"use {USE_CHAIN} (exact, O(V log V))"
         )
     if solver in ("primal-lp", "dual-lp"):
         need = max(estimate_lp_variables(s, row, n) for row in Q)
         if need > max_lp_variables:
             raise SizeLimitError(
                 f"{solver} for sampler {s.name} at V={V}, n={n} needs {need:,} LP variables "
-                f"(limit {max_lp_variables:,}); use --solver chain (exact, O(V log V)) "
-                "or raise --max-lp-variables (max_lp_variables=)"
+                f"(limit {max_lp_variables:,}); use {USE_CHAIN} (exact, O(V log V)) "
+                f"or raise {option('--max-lp-variables', 'max_lp_variables')}"
             )

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from .._stdio import silence_stdout_fd
-from ..errors import SizeLimitError, SolverError
+from ..errors import USE_CHAIN, SizeLimitError, SolverError, option
 from ..samplers import DraftSampler, DraftSetLaw
 from .result import OptimalAcceptance, TransportPlan
 
@@ -65,7 +65,8 @@ def _set_law(sampler, q, n, solver_name, max_variables) -> DraftSetLaw:
     if need > max_variables:
         raise SizeLimitError(
             f"{solver_name} for sampler {sampler.name} at V={q.size}, n={n} needs {need:,} LP variables "
-            f"(limit {max_variables:,}); use --solver chain (exact, O(V log V)) or raise --max-lp-variables (max_lp_variables=)"
+            f"(limit {max_variables:,}); use {USE_CHAIN} (exact, O(V log V)) or raise "
+            f"{option('--max-lp-variables', 'max_lp_variables')}"
         )
     return sampler.set_law(q, n, max_tuples=max(max_variables, 1))
 
@@ -82,6 +83,11 @@ def _incidence(rows: np.ndarray, num_rows: int):
     return sp.csr_matrix((np.ones(E), (rows, np.arange(E))), shape=(num_rows, E))
 
 
+def _other_lp_solver(key: str) -> str:
+    other = "clarabel" if key == "highs" else "highs"
+    return option(f"--lp-solver {other}", f"lp_solver={other!r}")
+
+
 def _solve(problem, lp_solver: str, solver_name: str):
     import cvxpy as cp
 
@@ -92,12 +98,11 @@ def _solve(problem, lp_solver: str, solver_name: str):
         with silence_stdout_fd():
             problem.solve(solver=getattr(cp, LP_SOLVERS[key]), verbose=False, **LP_OPTIONS[key])
     except cp.error.SolverError as exc:
-        raise SolverError(f"{solver_name} ({key}) failed: {exc}; try --lp-solver "
-                          f"{'clarabel' if key == 'highs' else 'highs'} or --solver chain") from None
+        raise SolverError(f"{solver_name} ({key}) failed: {exc}; try {_other_lp_solver(key)} or {USE_CHAIN}") from None
     if problem.status != cp.OPTIMAL:
         raise SolverError(
             f"{solver_name} ({key}) ended with status {problem.status!r}, not optimal; the value is not "
-            f"trusted. Try --lp-solver {'clarabel' if key == 'highs' else 'highs'} or --solver chain"
+            f"trusted. Try {_other_lp_solver(key)} or {USE_CHAIN}"
         )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SizeLimitError
+from ..errors import USE_CHAIN, SizeLimitError
 from ..samplers import DraftSampler
 from .result import OptimalAcceptance
 
@@ -80,7 +80,7 @@ def subsets_solve(p: np.ndarray, q: np.ndarray, n: int, sampler: DraftSampler) -
     if V > MAX_SUBSET_VOCAB:
         raise SizeLimitError(
             f"subsets enumerates 2^V sets and accepts V <= {MAX_SUBSET_VOCAB}, got V={V}; "
-            "use --solver chain (exact, O(V log V))"
+            f"use {USE_CHAIN} (exact, O(V log V))"
         )
     if sampler.name == "iid":
         all_in = _subset_sums(q, V) ** n

@@ -29,7 +29,7 @@ class MdsdGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MdsdError as exc:
-            err_console().print(f"Error: {exc}", markup=False)
+            err_console().print(f"Error: {exc.cli_message()}", markup=False)
             raise typer.Exit(1) from None
         except UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `mdsd`: the help text

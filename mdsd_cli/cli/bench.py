@@ -7,8 +7,8 @@ from dataclasses import replace
 import typer
 
 from ..bench import FIGURES, BenchConfig, machine_description, run_benchmarks
-from .console import emit_table, info, progress_bar
-from .options import FormatOpt, OutOpt, QuietOpt
+from .console import emit_table, info, show_progress
+from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
 
 def bench(
@@ -23,6 +23,7 @@ def bench(
     out: OutOpt = None,
     fmt: FormatOpt = None,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Measure every performance target against a baseline timed in the same run.
 
@@ -41,7 +42,7 @@ def bench(
     config = replace(config, repeats=repeats, **overrides)
     figures = tuple(only) if only else FIGURES
     info(f"# {machine_description()}", quiet=quiet)
-    with progress_bar("bench", len(figures), quiet=quiet) as advance:
+    with show_progress("bench", len(figures), mode=progress, quiet=quiet) as advance:
         rows = run_benchmarks(config, figures=figures, progress=advance)
     import pandas as pd
 

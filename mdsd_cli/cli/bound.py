@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 
+import typer
+
 from ..bounds import MAX_LP_VARIABLES, check_problem_size, solve_optimal_acceptance
 from ..bounds.chain import chain_solve
 from ..errors import InputError
 from ..io import build_manifest, check_output_path, save_pairs
 from ..samplers import get_sampler, sampler_names
-from .console import emit_table, info, progress_bar
-from .data import resolve_pairs, synthetic_config
+from .console import emit_table, info, show_progress, warn
+from .data import resolve_pairs, synthetic_config, warn_few_tokens
 from .options import (
     ConcentrationOpt,
     DataOpt,
@@ -18,19 +20,22 @@ from .options import (
     ExponentOpt,
     FamilyChoice,
     FormatOpt,
-    LPSolverChoice,
     LPSolverOpt,
     MaxLPOpt,
     NoiseOpt,
     NoTimingOpt,
     OutOpt,
+    PairRangeOpt,
     PairsOpt,
+    ProgressOpt,
     QuietOpt,
     RenormalizeOpt,
     SamplerOpt,
     SeedOpt,
     SolverOpt,
+    SummaryOpt,
     SyntheticOpt,
+    SyntheticPairsOpt,
     TemperatureOpt,
     VocabOpt,
 )
@@ -48,21 +53,28 @@ def _expand_samplers(choices, drafts) -> list[tuple[str, int]]:
     combos = []
     for name in ordered:
         sampler = get_sampler(name)
+        skipped = []
         for n in drafts:
             if sampler.fixed_n is not None and n != sampler.fixed_n:
                 if name in explicit:
                     sampler.check_n(n)  # raises with a clear message
-                continue  # 'all' skips hub for n != 2
+                skipped.append(n)  # 'all' skips hub for n != 2, and says so
+                continue
             combos.append((name, n))
+        if skipped:
+            warn(f"skipping sampler {name} at n={', '.join(map(str, skipped))}: {name} drafts are defined for "
+                 f"n = {sampler.fixed_n} only")
     if not combos:
         raise InputError("no (sampler, n) combination to compute; hub needs -n 2")
     return combos
 
 
 def bound(
+    ctx: typer.Context,
     data: DataOpt = None,
     synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = 4,
+    pairs: PairsOpt = None,
+    pair_range: PairRangeOpt = None,
     vocab: VocabOpt = 1000,
     seed: SeedOpt = 0,
     concentration: ConcentrationOpt = 1.0,
@@ -73,24 +85,27 @@ def bound(
     sampler: SamplerOpt = None,
     drafts: DraftsOpt = None,
     solver: SolverOpt = None,
-    lp_solver: LPSolverOpt = LPSolverChoice.highs,
+    lp_solver: LPSolverOpt = "highs",
     max_lp_variables: MaxLPOpt = MAX_LP_VARIABLES,
     out: OutOpt = None,
     fmt: FormatOpt = None,
     no_timing: NoTimingOpt = False,
+    summary: SummaryOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Optimal acceptance rate α* for every pair, sampler, n and solver.
 
     One row per (pair, temperature, sampler, n, solver): α*, the size of the
     minimising token set (for chain: the minimising prefix) and the wall time per
-    pair. CSV on stdout unless --out is given.
+    pair. CSV on stdout unless --out is given. --summary gives one row per
+    (temperature, sampler, n, solver) instead: mean, std and 95% interval over pairs.
     """
     if out is not None:
         check_output_path(out)
     base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
                          concentration=concentration, exponent=exponent, noise=noise,
-                         renormalize=renormalize)
+                         renormalize=renormalize, pair_range=pair_range, ctx=ctx)
     temps = list(dict.fromkeys(temperature or [1.0]))
     combos = _expand_samplers(sampler, list(dict.fromkeys(drafts or [2])))
     solvers = list(dict.fromkeys(s.value for s in (solver or [])) or ["chain"])
@@ -102,9 +117,10 @@ def bound(
     rows = []
     total = base.num_pairs * len(temps) * len(combos) * len(solvers)
     label_names = list(base.labels)
-    with progress_bar("α*", total, quiet=quiet) as advance:
+    with show_progress("α*", total, mode=progress, quiet=quiet) as advance:
         for T in temps:
             batch = base if T == 1.0 else base.at_temperature(T)
+            warn_few_tokens(batch, T, combos)
             for name, n in combos:
                 for sv in solvers:
                     for i, value, size, seconds in _solve_all(batch, n, name, sv, lp_solver.value,
@@ -119,13 +135,19 @@ def bound(
     df = pd.DataFrame(rows)
     if no_timing:
         df = df.drop(columns="seconds")
+    if summary:
+        from ..summary import summarize
+
+        df = summarize(df, "alpha_star", ["temperature", "sampler", "n", "solver"])
+        fmt = fmt or ("table" if out is None else None)
     config = {
         "data": str(data) if data else None,
-        "synthetic": synthetic_config(synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
+        "synthetic": synthetic_config(synthetic=synthetic, pairs=base.num_pairs, vocab=vocab, seed=seed,
                                       concentration=concentration, exponent=exponent, noise=noise),
+        "pairs": pairs, "pair_range": pair_range,
         "temperatures": temps, "samplers": sorted({c[0] for c in combos}),
         "drafts": sorted({c[1] for c in combos}), "solvers": solvers, "lp_solver": lp_solver.value,
-        "renormalize": renormalize,
+        "renormalize": renormalize, "summary": summary,
     }
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("bound", config), quiet=quiet)
 
@@ -163,8 +185,8 @@ def _solve_all(batch, n, sampler, solver, lp_solver, max_lp_variables, advance):
 
 def generate(
     out: OutOpt = None,
-    synthetic: SyntheticOpt = FamilyChoice.zipf,
-    pairs: PairsOpt = 16,
+    synthetic: SyntheticOpt = "zipf",
+    pairs: SyntheticPairsOpt = 16,
     vocab: VocabOpt = 32000,
     seed: SeedOpt = 0,
     concentration: ConcentrationOpt = 1.0,

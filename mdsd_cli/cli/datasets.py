@@ -10,7 +10,7 @@ import typer
 
 from ..errors import InputError
 from .console import emit_table, err_console, info, warn
-from .options import FormatOpt, QuietOpt
+from .options import FormatOpt, ProgressOpt, QuietOpt
 
 DUMP_PANEL = "Models"
 RUN_PANEL = "Decoding"
@@ -25,7 +25,8 @@ def dump(
     prompts: Path = typer.Option(..., "--prompts", help="Prompts: a text file (one per line) or JSONL with a "
                                  "'prompt' field (and 'reference' for --mode score, optional 'id').",
                                  rich_help_panel=DUMP_PANEL, dir_okay=False),
-    out: Path = typer.Option(..., "--out", "-o", help="Dump directory (created; an existing dump is resumed).",
+    out: Path = typer.Option(..., "--out", "-o", help="Dump directory (created with its parents; an existing dump "
+                             "is resumed; a first run that fails leaves nothing behind).",
                              rich_help_panel=STORE_PANEL),
     mode: str = typer.Option("generate", "--mode", help="generate: the target samples a continuation; "
                              "score: teacher-force the JSONL 'reference'.", rich_help_panel=RUN_PANEL),
@@ -54,22 +55,24 @@ def dump(
     draft_revision: str | None = typer.Option(None, "--draft-revision", help="Draft revision (Hub).",
                                               rich_help_panel=DUMP_PANEL),
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Record the next-token logits of a target and a draft model at every step.
 
     Streams Parquet shards of whole prompts into the --out directory with a
     manifest.json (models, revisions, tokenizer, vocabulary, seed...). Rerunning
     the same command resumes an interrupted dump. Any command's --data reads the
-    directory. Needs the extra mdsd[hf] (torch, transformers).
+    directory. Needs torch and transformers: install a torch build, then pip install -e '.[hf]'
+    from the mdsd clone. A model name that is a local path must exist; a Hub name needs the network
+    (or HF_HUB_OFFLINE=1 and the local Hugging Face cache).
     """
     from ..datasets.hf import dump as run_dump
-    from .console import progress_bar
+    from .console import show_progress
 
-    state: dict = {}
-    with progress_bar("tokens", 1, quiet=quiet) as advance:
-        def progress(event, **data):
+    with show_progress("tokens", 0, mode=progress, quiet=quiet) as advance:
+        def on_event(event, **data):
             if event == "start":
-                state["total"] = data["total"]
+                advance.set_total(data["total"])
             elif event == "tokens":
                 advance(data["count"])
 
@@ -78,10 +81,13 @@ def dump(
                                max_new_tokens=max_new_tokens, temperature=temperature, device=device, dtype=dtype,
                                batch_size=batch_size, store_dtype=store_dtype, rows_per_shard=rows_per_shard,
                                seed=seed, allow_vocab_mismatch=allow_vocab_mismatch, revision=revision,
-                               draft_revision=draft_revision, notify=warn, progress=progress)
+                               draft_revision=draft_revision, notify=warn, progress=on_event)
         except KeyboardInterrupt:
-            err_console().print(f"Interrupted: the shards already in {out} are kept; rerun the same command "
-                                "to resume.", markup=False)
+            if out.exists():
+                message = f"Interrupted: the shards already in {out} are kept; rerun the same command to resume."
+            else:
+                message = "Interrupted before any prompt was stored; nothing was written."
+            err_console().print(message, markup=False)
             raise typer.Exit(130) from None
     info(f"dumped {summary.rows_written} positions of {summary.prompts_done} prompts "
          f"({summary.prompts_skipped} already done) to {summary.directory} (V={summary.vocab_size})", quiet=quiet)

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from ..errors import InputError
-from .console import err_console, info
-from .options import QuietOpt
+from .console import err_console, info, warn
+from .options import ProgressOpt, QuietOpt
 
 GRID_PANEL = "Grid (override the config)"
 RUN_PANEL = "Execution"
@@ -28,7 +28,7 @@ def sweep(
     sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s) for α*.",
                                              rich_help_panel=GRID_PANEL),
     solver: list[str] | None = typer.Option(None, "--solver", help="Solver(s) for α*.", rich_help_panel=GRID_PANEL),
-    verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s).", rich_help_panel=GRID_PANEL),
+    verifier: list[str] | None = typer.Option(None, "--verifier", "-v", help="Verifier(s).", rich_help_panel=GRID_PANEL),
     samples: int | None = typer.Option(None, "--samples", min=2, help="Monte Carlo draft tuples per pair.",
                                        rich_help_panel=GRID_PANEL),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Sweep seed.", rich_help_panel=GRID_PANEL),
@@ -39,6 +39,7 @@ def sweep(
     timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
                                   rich_help_panel=RUN_PANEL),
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Run a grid of α* and verifier cells; resumable, on local processes or Dask.
 
@@ -49,7 +50,7 @@ def sweep(
     95% interval per cell), timings.csv and manifest.json.
     """
     from ..sweep import SweepConfig, run_sweep
-    from .console import progress_bar
+    from .console import show_progress
 
     raw: dict = {}
     if config is not None:
@@ -67,31 +68,54 @@ def sweep(
         raise InputError("give a sweep config (TOML) or at least --data and --sampler/--verifier")
     raw.setdefault("name", "sweep")
     cfg = SweepConfig.from_dict(raw, where=str(config) if config else "options")
+    _warn_incomplete_dumps(cfg)
+    _warn_skipped(cfg)
     target = out or Path("results") / cfg.name
     if target.exists() and not target.is_dir():
         raise InputError(f"--out {target} is a file; a sweep writes a directory")
     if executor not in ("local", "dask"):
         raise InputError(f"unknown executor {executor!r}; choose local or dask")
     total = len(cfg.cells())
-    with progress_bar("cells", total, quiet=quiet) as advance:
-        last = {"done": None}
+    with show_progress("cells", total, mode=progress, quiet=quiet) as advance:
+        last = {"done": 0}
 
-        def progress(done, total):
-            if last["done"] is None:
-                advance(done)
-            else:
-                advance(done - last["done"])
+        def on_cell(done, total):
+            advance(done - last["done"])
             last["done"] = done
 
         try:
             summary = run_sweep(cfg, target, jobs=jobs, executor=executor, scheduler=scheduler, timeout=timeout,
-                                progress=progress)
+                                progress=on_cell)
         except KeyboardInterrupt:
             err_console().print(f"Interrupted: finished cells are kept in {target / 'cells'}; rerun the same "
                                 "command to resume.", markup=False)
             raise typer.Exit(130) from None
     info(f"{summary.cells} cells ({summary.computed} computed, {summary.reused} reused, {summary.refused} refused "
          f"as too large) in {summary.seconds:.1f} s -> {summary.out}/summary.csv", quiet=quiet)
+
+
+def _warn_incomplete_dumps(cfg) -> None:
+    from ..datasets.dumps import dump_status, is_dump
+
+    for spec in cfg.datasets:
+        ref = dict(spec.params).get("ref")
+        if spec.source == "path" and is_dump(ref):
+            note = dump_status(ref).note
+            if note:
+                warn(f"dataset {spec.name} ({ref}): {note}")
+
+
+def _warn_skipped(cfg) -> None:
+    """Say which (sampler or verifier, n) the grid leaves out: those defined for one n only (hub)."""
+    from ..samplers import SAMPLERS
+    from ..verifiers import VERIFIERS
+
+    for kind, names, registry in (("sampler", cfg.samplers, SAMPLERS), ("verifier", cfg.verifiers, VERIFIERS)):
+        for name in names:
+            fixed = registry[name].fixed_n
+            left_out = [n for n in cfg.drafts if fixed is not None and n != fixed]
+            if left_out:
+                warn(f"skipping {kind} {name} at n={', '.join(map(str, left_out))}: it is defined for n = {fixed} only")
 
 
 def _spec_to_toml(spec) -> dict:
@@ -108,8 +132,8 @@ def _spec_to_toml(spec) -> dict:
 def plot(
     results: Path = typer.Argument(..., help="A sweep output directory (with summary.csv and manifest.json).",
                                    file_okay=False),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Figure directory (default: the results directory).",
-                                    file_okay=False),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Figure directory, created if missing (default: the "
+                                    "results directory).", file_okay=False),
     figure: str | None = typer.Option(None, "--figure", help="samplers, verifier-gap, num-drafts or scaling "
                                       "(default: from the sweep's config)."),
     quiet: QuietOpt = False,

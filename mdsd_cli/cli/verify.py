@@ -11,6 +11,7 @@ import typer
 from ..bounds.chain import chain_solve
 from ..errors import InputError, SizeLimitError
 from ..io import build_manifest, check_output_path
+from ..samplers import get_sampler
 from ..verifiers import (
     VERIFIERS,
     can_be_exact,
@@ -21,8 +22,8 @@ from ..verifiers import (
     sampled_output_test,
 )
 from ..verifiers.estimation import MAX_ENUMERATION
-from .console import emit_table, info, progress_bar, warn
-from .data import resolve_pairs, synthetic_config
+from .console import emit_table, info, show_progress, warn
+from .data import resolve_pairs, synthetic_config, warn_few_tokens, warn_ignored
 from .options import (
     ConcentrationOpt,
     DataOpt,
@@ -34,17 +35,23 @@ from .options import (
     NoiseOpt,
     NoTimingOpt,
     OutOpt,
+    PairRangeOpt,
     PairsOpt,
+    ProgressOpt,
     QuietOpt,
     RenormalizeOpt,
     SamplesOpt,
     SeedOpt,
+    SummaryOpt,
     SyntheticOpt,
     TemperatureOpt,
     TestChoice,
     VerifierOpt,
     VerifySamplerOpt,
     VocabOpt,
+    choice,
+    metavar,
+    pairs_option,
 )
 
 
@@ -54,6 +61,7 @@ def _expand_verifiers(names, drafts, draft_law):
     if "all" in chosen:
         chosen = list(VERIFIERS)
     combos = []
+    skipped: dict[str, list[int]] = {}
     for name in dict.fromkeys(chosen):
         cls = get_verifier(name)
         sampler = draft_law if (draft_law and cls.samplers is None) else cls.default_sampler
@@ -64,11 +72,38 @@ def _expand_verifiers(names, drafts, draft_law):
             if cls.fixed_n is not None and n != cls.fixed_n:
                 if name in explicit:
                     raise InputError(f"verifier {name} is defined for n = {cls.fixed_n} only, got n = {n}")
+                skipped.setdefault(name, []).append(n)
                 continue
             combos.append((name, sampler, n))
+    for name, ns in skipped.items():  # 'all' skips hub at n != 2, and says so
+        warn(f"skipping {name} at n={', '.join(map(str, ns))}: {name} is defined for "
+             f"n = {VERIFIERS[name].fixed_n} only")
     if not combos:
         raise InputError("no (verifier, n) combination to compute; hub needs -n 2")
     return combos, explicit
+
+
+#: Draft tuples sampled in all, from which verify says up front where the time will go.
+SLOW_MONTE_CARLO = 5_000_000
+
+
+def _note_monte_carlo(runnable, base, method, samples: int, temperatures: int, quiet: bool) -> None:
+    """Say up front which verifiers will be estimated by Monte Carlo when that is most of a long run."""
+    from ..verifiers.base import PreparedVerifier
+
+    slow = []
+    for name, sampler, n in runnable:
+        cls = VERIFIERS[name]
+        sampled = method == MethodChoice.monte_carlo or (
+            method == MethodChoice.auto and cls.exact_rate is PreparedVerifier.exact_rate
+            and get_sampler(sampler).estimate_tuples(base.draft[0], n) > MAX_ENUMERATION)
+        if sampled:
+            slow.append(f"{name} at n={n}")
+    tuples = len(slow) * base.num_pairs * temperatures * samples
+    if slow and tuples >= SLOW_MONTE_CARLO:
+        info(f"{', '.join(slow)}: no closed form at V={base.vocab_size:,}, so Monte Carlo over {samples:,} draft "
+             f"tuples for each of {base.num_pairs * temperatures:,} pairs ({tuples:,} tuples, the slow part; "
+             "--samples sets it, --pairs N takes fewer pairs)", quiet=quiet)
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -77,9 +112,11 @@ def _rng(seed: int, *keys: int) -> np.random.Generator:
 
 
 def verify(
+    ctx: typer.Context,
     data: DataOpt = None,
     synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = 4,
+    pairs: PairsOpt = None,
+    pair_range: PairRangeOpt = None,
     vocab: VocabOpt = 1000,
     seed: SeedOpt = 0,
     concentration: ConcentrationOpt = 1.0,
@@ -89,25 +126,29 @@ def verify(
     renormalize: RenormalizeOpt = False,
     verifier: VerifierOpt = None,
     drafts: DraftsOpt = None,
-    method: MethodOpt = MethodChoice.auto,
+    method: MethodOpt = "auto",
     samples: SamplesOpt = 100_000,
     draft_law: VerifySamplerOpt = None,
     out: OutOpt = None,
     fmt: FormatOpt = None,
     no_timing: NoTimingOpt = False,
+    summary: SummaryOpt = False,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Acceptance rate of each verifier against α* of its draft law.
 
     One row per (pair, temperature, verifier, n): the acceptance rate P(Y in X)
     (exact, or Monte Carlo mean with its standard error), α* of the verifier's
     draft law, the gap α* - rate, and the wall time. Monte Carlo streams are
-    seeded per cell from --seed.
+    seeded per cell from --seed. --summary gives one row per (temperature,
+    verifier, n) instead: mean, std and 95% interval over pairs, mean α* and gap.
     """
     if out is not None:
         check_output_path(out)
     base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
-                         concentration=concentration, exponent=exponent, noise=noise, renormalize=renormalize)
+                         concentration=concentration, exponent=exponent, noise=noise, renormalize=renormalize,
+                         pair_range=pair_range, seed_is_synthetic=False, ctx=ctx)
     law = draft_law.value if draft_law is not None else None
     if law == "all":
         raise InputError("--draft-law takes one sampler, not 'all'")
@@ -130,12 +171,14 @@ def verify(
         runnable.append((name, sampler, n))
     if not runnable:
         raise InputError("nothing left to compute after skipping verifiers too large for this vocabulary")
+    _note_monte_carlo(runnable, base, method, samples, len(temps), quiet)
 
     rows = []
     total = base.num_pairs * len(temps) * len(runnable)
-    with progress_bar("verify", total, quiet=quiet) as advance:
+    with show_progress("verify", total, mode=progress, quiet=quiet) as advance:
         for ti, T in enumerate(temps):
             batch = base if T == 1.0 else base.at_temperature(T)
+            warn_few_tokens(batch, T, [(sampler, n) for _, sampler, n in runnable])
             bound_cache: dict = {}
             for name, sampler, n in runnable:
                 key = (sampler, n)
@@ -150,7 +193,9 @@ def verify(
                     if use_exact:
                         rate, se, how = exact_rate(v), 0.0, "exact"
                     else:
-                        rng = _rng(seed, i, ti, names.index(name), n)
+                        # keyed by the pair's own index, so a --pair-range shard draws what the full run does
+                        pair_index = int(batch.labels["pair"][i]) if "pair" in batch.labels else i
+                        rng = _rng(seed, pair_index, ti, names.index(name), n)
                         (rate, se), how = monte_carlo_rate(v, samples, rng), "monte-carlo"
                     seconds = time.perf_counter() - t0
                     alpha = float(bound_cache[key][i])
@@ -166,12 +211,20 @@ def verify(
     df = pd.DataFrame(rows)
     if no_timing:
         df = df.drop(columns="seconds")
+    if summary:
+        from ..summary import summarize
+
+        df = summarize(df, "acceptance", ["temperature", "verifier", "sampler", "n", "method"],
+                       means=("stderr", "alpha_star", "gap"))
+        fmt = fmt or ("table" if out is None else None)
     config = {
         "data": str(data) if data else None,
-        "synthetic": synthetic_config(synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
+        "synthetic": synthetic_config(synthetic=synthetic, pairs=base.num_pairs, vocab=vocab, seed=seed,
                                       concentration=concentration, exponent=exponent, noise=noise),
+        "pairs": pairs, "pair_range": pair_range,
         "temperatures": temps, "verifiers": sorted({c[0] for c in runnable}),
         "drafts": sorted({c[2] for c in runnable}), "method": method.value, "samples": samples, "seed": seed,
+        "summary": summary,
     }
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("verify", config), quiet=quiet)
 
@@ -193,6 +246,7 @@ def _random_cases(count: int, vocab_max: int, seed: int) -> list[tuple[np.ndarra
 
 
 def check_lossless(
+    ctx: typer.Context,
     verifier: VerifierOpt = None,
     drafts: DraftsOpt = None,
     cases: int = typer.Option(10, "--cases", min=1, help="Random small cases (ignored with --data/--synthetic)."),
@@ -200,17 +254,19 @@ def check_lossless(
     trials: int = typer.Option(50_000, "--trials", min=100, help="Sampled (drafts, output) pairs per check."),
     alpha: float = typer.Option(0.01, "--alpha", min=0.0, max=1.0,
                                 help="Family-wise significance level (Bonferroni over all checks)."),
-    test: TestChoice = typer.Option(TestChoice.chi2, "--test", help="Pearson chi-square or G-test."),
+    test: str = typer.Option("chi2", "--test", help="Pearson chi-square or G-test.", callback=choice(TestChoice),
+                             metavar=metavar(TestChoice)),
     seed: SeedOpt = 0,
     data: DataOpt = None,
     synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = 2,
+    pairs: pairs_option(2) = None,
     vocab: VocabOpt = 1000,
     temperature: float = typer.Option(1.0, "--temperature", "-t", min=0.0, help="Temperature for --data/--synthetic."),
     draft_law: VerifySamplerOpt = None,
     out: OutOpt = None,
     fmt: FormatOpt = None,
     quiet: QuietOpt = False,
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Check that verifiers are lossless: their output token is distributed as p.
 
@@ -225,17 +281,21 @@ def check_lossless(
     law = draft_law.value if draft_law is not None else None
     combos, _ = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [1, 2, 3])), law)
     if data is not None or synthetic is not None:
+        warn_ignored(ctx, ("cases", "vocab_max"), "with --data or --synthetic (they describe the random small cases)")
         batch = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
-                              concentration=1.0, exponent=1.0, noise=1.0, renormalize=False)
+                              concentration=1.0, exponent=1.0, noise=1.0, renormalize=False, default_pairs=2,
+                              seed_is_synthetic=False, ctx=ctx)
         batch = batch if temperature == 1.0 else batch.at_temperature(temperature)
         pair_list = [(batch.target[i], batch.draft[i]) for i in range(batch.num_pairs)]
     else:
+        warn_ignored(ctx, ("pairs", "vocab", "temperature"), "without --data or --synthetic (random small cases: "
+                     "--cases and --vocab-max set them)")
         pair_list = _random_cases(cases, vocab_max, seed)
     checks = len(pair_list) * len(combos)
     threshold = alpha / checks
     names = list(VERIFIERS)
     rows, failures = [], []
-    with progress_bar("lossless", checks, quiet=quiet) as advance:
+    with show_progress("lossless", checks, mode=progress, quiet=quiet) as advance:
         for ci, (p, q) in enumerate(pair_list):
             for name, sampler, n in combos:
                 try:

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from ..distributions import PairBatch, dirichlet_pairs, pairs_from_logits, zipf_pairs
 from ..errors import DataFileError
 from ..io import load_pairs
 from . import ngram
-from .dumps import is_dump, load_dump_arrays
+from .dumps import dump_status, is_dump, load_dump_arrays
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,9 @@ def load_data(spec, *, temperature: float = 1.0, renormalize: bool = False) -> P
         return pairs if temperature == 1.0 else pairs.at_temperature(temperature)
     if is_dump(path):
         tl, dl, labels, manifest = load_dump_arrays(path)
-        pairs = pairs_from_logits(tl, dl, temperature=temperature, source=str(path), metadata=manifest)
+        status = dump_status(path, manifest=manifest, stored=np.unique(labels["prompt_id"]))
+        metadata = {**manifest, "complete": status.complete, "prompts_stored": status.prompts_stored}
+        pairs = pairs_from_logits(tl, dl, temperature=temperature, source=str(path), metadata=metadata)
         return replace(pairs, labels=labels)
     if not path.exists():
         if path.suffix or "/" in text:
@@ -77,7 +81,8 @@ def describe(spec) -> dict:
         manifest = read_manifest(path)
         shards = shard_paths(path)
         pairs = load_data(path)
-        info.update(kind="dump", shards=len(shards), manifest=manifest)
+        info.update(kind="dump", shards=len(shards), complete=pairs.metadata["complete"],
+                    prompt_count=int(manifest.get("prompt_count", 0)), manifest=manifest)
     else:
         pairs = load_data(path)
         info.update(kind="file", format=path.suffix.lstrip("."))

@@ -14,11 +14,14 @@ generated or reference continuation), ``context_length`` (tokens before it),
 (float16 or float32, length V). A shard holds whole prompts only and is
 written atomically, so an interrupted dump loses at most the prompts of the
 shard being filled; the prompt ids found in the shards are skipped on resume.
+A dump that ran to the end has ``"complete": true`` in its manifest; one that was
+interrupted holds fewer prompts than its ``prompt_count`` (see :func:`dump_status`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +68,37 @@ def completed_prompts(directory) -> set[int]:
             raise DataFileError(f"{shard} is not a readable shard ({str(exc).splitlines()[0]}); "
                                 "delete it and rerun to redo its prompts") from None
     return done
+
+
+@dataclass(frozen=True)
+class DumpStatus:
+    """How much of a dump is there: prompts stored in its shards out of the prompts it was run on."""
+
+    prompts_total: int
+    prompts_stored: int
+    complete: bool
+
+    @property
+    def note(self) -> str:
+        """A one-line description of an incomplete dump (empty when complete)."""
+        if self.complete:
+            return ""
+        return (f"incomplete dump: {self.prompts_stored} of {self.prompts_total} prompts stored (interrupted?); "
+                "rerun the same mdsd dump command to finish it")
+
+
+def dump_status(directory, *, manifest: dict | None = None, stored=None) -> DumpStatus:
+    """Whether the dump in ``directory`` ran to the end.
+
+    Complete means the manifest says so (a finished run marks it), or, for dumps
+    written before that mark, that every prompt id is in the shards. ``stored``
+    (prompt ids of the rows) saves reading the shards again when already at hand.
+    """
+    manifest = read_manifest(directory) if manifest is None else manifest
+    ids = completed_prompts(directory) if stored is None else {int(x) for x in stored}
+    total = int(manifest.get("prompt_count", len(ids)))
+    complete = bool(manifest.get("complete")) or len(ids) >= total
+    return DumpStatus(total, len(ids), complete)
 
 
 class ShardWriter:

@@ -11,22 +11,40 @@ Two modes:
     A reference continuation is teacher-forced; the logits of both models
     before each reference token are recorded.
 
-Needs the optional extra ``mdsd[hf]`` (torch, transformers). Models are
-loaded from a local directory or a Hub name (which needs network access).
+Needs torch and transformers (the ``hf`` extra). Models are loaded from a
+local directory or a Hub name (which needs network access, or the local
+Hugging Face cache with ``HF_HUB_OFFLINE=1``).
+
+Two models with different tokenizers can be dumped with
+``allow_vocab_mismatch=True``: the stored logits are cut to the shared prefix
+of token ids (the ids whose tokens agree), and the draft model reads every
+context in its own ids (the same tokens looked up in its vocabulary).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 
-from ..errors import DataFileError, InputError, MdsdError
+from ..errors import DataFileError, InputError, MdsdError, option
 from ..io import is_temporary
-from .dumps import ShardWriter, completed_prompts, is_dump, read_manifest, write_manifest
+from .dumps import (
+    MANIFEST,
+    ShardWriter,
+    completed_prompts,
+    is_dump,
+    read_manifest,
+    shard_paths,
+    write_manifest,
+)
 
 MODES = ("generate", "score")
 STORE_DTYPES = ("float16", "float32")
@@ -99,16 +117,57 @@ def _import_hf():
         import torch
         import transformers
     except ImportError:
-        raise MdsdError("mdsd dump needs torch and transformers: pip install 'mdsd[hf]' "
-                        "(on a CPU-only machine install torch first, e.g. pip install torch==2.13.0)") from None
+        raise MdsdError("mdsd dump needs torch and transformers: install a torch build for your machine "
+                        "(CPU only: pip install torch==2.13.0), then, from the mdsd clone, "
+                        "pip install -e '.[hf]'") from None
     return torch, transformers
 
 
-def _load(name: str, *, revision, device, dtype, torch, transformers):
+def _looks_like_path(name: str) -> bool:
+    """Whether a model name is meant as a local path rather than a Hub id (``org/model``)."""
+    if name in (".", "..") or name.startswith(("/", "./", "../", "~")) or "\\" in name:
+        return True
+    parts = name.split("/")
+    # a Hub id has at most one slash; "models/x" is a path when ./models is a local directory
+    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+
+
+def _hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
+    """Whether the Hugging Face endpoint accepts a TCP connection within ``timeout`` seconds, and its host."""
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    url = urlparse(endpoint)
+    host = url.hostname or endpoint
+    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name, revision=revision)
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, revision=revision, dtype=getattr(torch, dtype))
+        with socket.create_connection((host, port), timeout=timeout):
+            return True, host
+    except OSError:
+        return False, host
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _load(name: str, *, revision, device, dtype, torch, transformers):
+    local = Path(name).expanduser()
+    if not local.exists() and _looks_like_path(name):
+        raise DataFileError(f"cannot load model {name!r}: no such directory (a local path; Hugging Face names "
+                            "look like org/model)")
+    kwargs = {"revision": revision}
+    if not local.exists() and not _offline():
+        reachable, host = _hub_reachable()
+        if not reachable:  # no retries against an unreachable Hub: the local cache or a one-line error
+            kwargs["local_files_only"] = True
+            unreachable = (f"it is not a local directory, not in the Hugging Face cache, and {host} cannot be "
+                           "reached (no network?); give a local model directory, or set HF_HUB_OFFLINE=1 to use "
+                           "cached models without trying the network")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype), **kwargs)
     except (OSError, ValueError) as exc:
+        if kwargs.get("local_files_only"):
+            raise DataFileError(f"cannot load model {name!r}: {unreachable}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataFileError(f"cannot load model {name!r}: {first}") from None
     model.to(device).eval()
@@ -119,16 +178,19 @@ def _logit_dim(model) -> int:
     return int(model.get_output_embeddings().weight.shape[0])
 
 
-def _align_vocab(tok_t, tok_d, model_t, model_d, allow: bool, notify) -> tuple[int, bool]:
+def _align_vocab(tok_t, tok_d, model_t, model_d, allow: bool, notify) -> tuple[int, bool, np.ndarray | None]:
+    """The stored vocabulary size, whether it was cut to a shared prefix, and (then) the map
+    from target token ids to the draft's ids for the same tokens (-1 where the draft has none)."""
     vt, vd = tok_t.get_vocab(), tok_d.get_vocab()
     dim_t, dim_d = _logit_dim(model_t), _logit_dim(model_d)
     if vt == vd and dim_t == dim_d:
-        return dim_t, False
+        return dim_t, False, None
     problem = (f"target and draft vocabularies differ (tokenizers: {len(vt):,} vs {len(vd):,} tokens"
                f"{', different token ids' if len(vt) == len(vd) and vt != vd else ''}; "
                f"logits: {dim_t:,} vs {dim_d:,})")
     if not allow:
-        raise InputError(f"{problem}; use a draft with the target's tokenizer, or pass --allow-vocab-mismatch "
+        raise InputError(f"{problem}; use a draft with the target's tokenizer, or pass "
+                         f"{option('--allow-vocab-mismatch', 'allow_vocab_mismatch=True')} "
                          "to align on the shared prefix of token ids")
     inv_t = {i: t for t, i in vt.items()}
     inv_d = {i: t for t, i in vd.items()}
@@ -138,8 +200,27 @@ def _align_vocab(tok_t, tok_d, model_t, model_d, allow: bool, notify) -> tuple[i
     if shared == 0:
         raise InputError(f"{problem}, and not even token id 0 agrees; nothing to align")
     notify(f"{problem}: aligning on the shared prefix of ids 0..{shared - 1} (V = {shared:,}); "
-           "logits beyond it are dropped")
-    return shared, True
+           "logits beyond it are dropped, and the draft reads each context in its own token ids")
+    to_draft = np.full(max(dim_t, max(vt.values(), default=0) + 1), -1, dtype=np.int64)
+    for token, i in vt.items():
+        j = vd.get(token)
+        if j is not None and j < dim_d:
+            to_draft[i] = j
+    return shared, True, to_draft
+
+
+def _check_draft_can_read(prompts: list[Prompt], tokenizer, to_draft: np.ndarray, mode: str, max_new_tokens: int):
+    """Refuse, before any work, a prompt (or reference) with a token the draft's vocabulary lacks."""
+    inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    for p in prompts:
+        ids = _prompt_ids(tokenizer, p.text)
+        if mode == "score":
+            ids = ids + list(tokenizer(p.reference, add_special_tokens=False)["input_ids"])[:max_new_tokens]
+        missing = [i for i in ids if i >= to_draft.size or to_draft[i] < 0]
+        if missing:
+            raise InputError(f"prompt {p.id} holds the token {inv.get(missing[0], '?')!r} (target id {missing[0]}), "
+                             "which the draft's tokenizer does not have; with different vocabularies every prompt "
+                             "token must exist in both: reword or remove that prompt")
 
 
 def _hash_prompts(prompts: list[Prompt]) -> str:
@@ -183,12 +264,17 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
         raise DataFileError(f"--out {out} exists and is not a directory; a dump is a directory")
     if out.exists() and any(not is_temporary(x) for x in out.iterdir()) and not is_dump(out):
         raise DataFileError(f"--out {out} is a non-empty directory that is not a dump; choose a new directory")
-    if not out.parent.exists():
-        raise DataFileError(f"cannot create {out}: directory {out.parent} does not exist")
+    blocker = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise DataFileError(f"cannot create {out}: {blocker} is a file, not a directory")
 
     torch, transformers = _import_hf()
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
+    with contextlib.suppress(ImportError):  # its retry messages are noise next to our one-line errors
+        from huggingface_hub.utils import logging as hub_logging
+
+        hub_logging.set_verbosity_error()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     elif device not in ("cpu", "cuda"):
@@ -199,7 +285,7 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
                            transformers=transformers)
     tok_d, model_d = _load(draft, revision=draft_revision, device=device, dtype=dtype, torch=torch,
                            transformers=transformers)
-    V, aligned = _align_vocab(tok_t, tok_d, model_t, model_d, allow_vocab_mismatch, notify)
+    V, aligned, to_draft = _align_vocab(tok_t, tok_d, model_t, model_d, allow_vocab_mismatch, notify)
 
     manifest = {
         "mode": mode, "target": _model_info(target, model_t, revision),
@@ -212,7 +298,8 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
     done: set[int] = set()
-    if is_dump(out):
+    resuming = is_dump(out)
+    if resuming:
         old = read_manifest(out)
         changed = [k for k in RESUME_KEYS if old.get(k) != manifest.get(k)]
         changed += [f"{role} model" for role in ("target", "draft") if old.get(role, {}).get("name") != manifest[role]["name"]]
@@ -220,25 +307,56 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
             raise DataFileError(f"{out} holds a dump with different settings ({', '.join(changed)}); "
                                 "choose a new --out directory to start another dump")
         done = completed_prompts(out)
-    else:
-        out.mkdir(exist_ok=True)
-        write_manifest(out, manifest)
     todo = [p for p in prompts if p.id not in done]
-    writer = ShardWriter(out, vocab_size=V, store_dtype=store_dtype, rows_per_shard=rows_per_shard,
-                         metadata={"target": manifest["target"]["name"], "draft": manifest["draft"]["name"],
-                                   "mode": mode, "temperature": float(temperature), "seed": int(seed)})
-    progress("start", total=len(todo) * max_new_tokens, prompts=len(todo))
-    rows = 0
-    step_fn = _generate_batch if mode == "generate" else _score_batch
-    with torch.no_grad():
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
-            for prompt, record in zip(batch, step_fn(batch, tok_t, model_t, model_d, V, device, torch,
-                                                     temperature, max_new_tokens, seed, progress)):
-                writer.add_prompt(prompt.id, **record)
-                rows += len(record["tokens"])
-    writer.flush()
+    if to_draft is not None:
+        _check_draft_can_read(todo, tok_t, to_draft, mode, max_new_tokens)
+        to_draft = torch.as_tensor(np.maximum(to_draft, 0), device=device)  # -1: never read (checked above)
+    created = [] if resuming else _make_directories(out)
+    try:
+        if not resuming:
+            write_manifest(out, manifest)
+        writer = ShardWriter(out, vocab_size=V, store_dtype=store_dtype, rows_per_shard=rows_per_shard,
+                             metadata={"target": manifest["target"]["name"], "draft": manifest["draft"]["name"],
+                                       "mode": mode, "temperature": float(temperature), "seed": int(seed)})
+        progress("start", total=len(todo) * max_new_tokens, prompts=len(todo))
+        rows = 0
+        step_fn = _generate_batch if mode == "generate" else _score_batch
+        with torch.no_grad():
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                for prompt, record in zip(batch, step_fn(batch, tok_t, model_t, model_d, V, device, torch,
+                                                         temperature, max_new_tokens, seed, progress, to_draft)):
+                    writer.add_prompt(prompt.id, **record)
+                    rows += len(record["tokens"])
+        writer.flush()
+        write_manifest(out, {**read_manifest(out), "complete": True})
+    except BaseException:
+        if not resuming and not shard_paths(out):  # nothing to resume: leave nothing behind
+            _remove_new_dump(out, created)
+        raise
     return DumpSummary(out, len(prompts), len(todo), len(prompts) - len(todo), rows, V, aligned)
+
+
+def _make_directories(out: Path) -> list[Path]:
+    """Create ``out`` and its missing parents; return the ones created, outermost first."""
+    missing = [d for d in (out, *out.parents) if not d.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataFileError(f"cannot create {out}: {exc.strerror or exc}") from None
+    return missing
+
+
+def _remove_new_dump(out: Path, created: list[Path]) -> None:
+    """Remove what a failed first run left (its manifest, temporary files) and the directories it made
+    (an empty directory that was there before stays)."""
+    with contextlib.suppress(OSError):
+        (out / MANIFEST).unlink(missing_ok=True)
+        for leftover in out.iterdir():
+            if is_temporary(leftover):
+                leftover.unlink()
+        for directory in reversed(created):
+            directory.rmdir()
 
 
 def _prompt_ids(tokenizer, text: str) -> list[int]:
@@ -287,8 +405,13 @@ def _cache_of(output):
     return cache if cache is not None else output.past_key_values
 
 
+def _draft_ids(ids, to_draft):
+    """The draft's ids for target ids (the same ones when the vocabularies agree)."""
+    return ids if to_draft is None else to_draft[ids]
+
+
 def _generate_batch(batch, tokenizer, model_t, model_d, V, device, torch, temperature, max_new_tokens, seed,
-                    progress):
+                    progress, to_draft=None):
     seqs = [_prompt_ids(tokenizer, p.text) for p in batch]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids, att, pos = _left_pad(seqs, pad, torch, device)
@@ -297,7 +420,7 @@ def _generate_batch(batch, tokenizer, model_t, model_d, V, device, torch, temper
     records = [{"positions": [], "context_lengths": [], "tokens": [], "target_logits": [], "draft_logits": []}
                for _ in batch]
     out_t = model_t(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
-    out_d = model_d(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
+    out_d = model_d(input_ids=_draft_ids(ids, to_draft), attention_mask=att, position_ids=pos, use_cache=True)
     active = [True] * len(batch)
     for step in range(max_new_tokens):
         lt = out_t.logits[:, -1, :V].float().cpu()
@@ -327,13 +450,13 @@ def _generate_batch(batch, tokenizer, model_t, model_d, V, device, torch, temper
         pos = pos[:, -1:] + 1
         out_t = model_t(input_ids=step_ids, attention_mask=att, position_ids=pos, use_cache=True,
                         **{_cache_kwarg(model_t): _cache_of(out_t)})
-        out_d = model_d(input_ids=step_ids, attention_mask=att, position_ids=pos, use_cache=True,
-                        **{_cache_kwarg(model_d): _cache_of(out_d)})
+        out_d = model_d(input_ids=_draft_ids(step_ids, to_draft), attention_mask=att, position_ids=pos,
+                        use_cache=True, **{_cache_kwarg(model_d): _cache_of(out_d)})
     return [_stack(r, V) for r in records]
 
 
 def _score_batch(batch, tokenizer, model_t, model_d, V, device, torch, temperature, max_new_tokens, seed,
-                 progress):
+                 progress, to_draft=None):
     records = []
     for p in batch:  # teacher forcing: one forward pass per prompt and model
         context = _prompt_ids(tokenizer, p.text)
@@ -345,7 +468,7 @@ def _score_batch(batch, tokenizer, model_t, model_d, V, device, torch, temperatu
         full = torch.tensor([context + reference[:-1]], dtype=torch.long, device=device)
         start = len(context) - 1
         lt = model_t(input_ids=full).logits[0, start:, :V].float().cpu().numpy()
-        ld = model_d(input_ids=full).logits[0, start:, :V].float().cpu().numpy()
+        ld = model_d(input_ids=_draft_ids(full, to_draft)).logits[0, start:, :V].float().cpu().numpy()
         k = len(reference)
         records.append({"positions": list(range(k)), "context_lengths": [len(context) + j for j in range(k)],
                         "tokens": reference, "target_logits": lt[:k], "draft_logits": ld[:k]})

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import check_pair
-from ..errors import InputError
-from .base import PreparedVerifier
+from ..distributions import as_array, check_pair
+from ..errors import InputError, unknown_choice
+from .base import BatchVerification, PreparedVerifier, Verification, accepted_index
 from .estimation import (
     MAX_ENUMERATION,
     LosslessTest,
@@ -50,9 +50,10 @@ VERIFIERS: dict[str, type[PreparedVerifier]] = {
 }
 
 __all__ = [
-    "MAX_ENUMERATION", "VERIFIERS", "LosslessTest", "PreparedVerifier", "acceptance_rate", "can_be_exact",
-    "enumerated_rate", "exact_rate", "get_verifier", "monte_carlo_rate", "output_distribution",
-    "output_law", "prepare_verifier", "sampled_output_test", "verifier_names", "verify",
+    "MAX_ENUMERATION", "VERIFIERS", "BatchVerification", "LosslessTest", "PreparedVerifier", "Verification",
+    "acceptance_rate", "accepted_index", "can_be_exact", "enumerated_rate", "exact_rate", "get_verifier",
+    "monte_carlo_rate", "output_distribution", "output_law", "prepare_verifier", "sampled_output_test",
+    "verifier_names", "verify", "verify_batch",
 ]
 
 
@@ -66,45 +67,44 @@ def get_verifier(name: str) -> type[PreparedVerifier]:
     try:
         return VERIFIERS[name]
     except (KeyError, TypeError):
-        raise InputError(f"unknown verifier {name!r}; choose one of: {', '.join(VERIFIERS)}") from None
+        raise unknown_choice("verifier", name, VERIFIERS) from None
 
 
 def prepare_verifier(name: str, p, q, n: int, *, sampler: str | None = None,
                      renormalize: bool = False) -> PreparedVerifier:
     """Validate ``(p, q)`` (one pair, ``[V]``) and set verifier ``name`` up for ``n`` drafts.
 
-    ``sampler`` overrides the verifier's draft law where it allows others
-    (``nss`` and ``otm`` accept any).
+    The set-up (sorting, closed forms, the optimal verifiers' weights) is done once;
+    the returned object then verifies any number of draft tuples of this pair with
+    :meth:`~PreparedVerifier.verify` (one tuple: token and accepted index) or
+    :meth:`~PreparedVerifier.verify_batch`. This is the way to use a verifier in a
+    decoding loop that verifies several tuples, or a tree, per step.
+
+    ``p`` and ``q`` may be lists, numpy arrays or torch tensors of any float dtype
+    and device (copied to the CPU and computed in float64). ``sampler`` overrides the
+    verifier's draft law where it allows others (``nss`` and ``otm`` accept any).
     """
     cls = get_verifier(name)
     P, Q, batched = check_pair(p, q, renormalize=renormalize)
     if batched:
-        raise InputError("a verifier works on one pair: give p and q of shape [V]")
+        raise InputError("a verifier works on one pair: give p and q of shape [V] (verify_batch takes [N, V])")
     return cls(P[0], Q[0], n, sampler)
 
 
-def _check_drafts(verifier: PreparedVerifier, drafts) -> np.ndarray:
-    d = np.asarray(drafts)
-    if d.ndim != 1 or not np.issubdtype(d.dtype, np.integer):
-        raise InputError(f"drafts must be a 1-D array of token ids, got {d!r}")
-    if d.size != verifier.num_drafts:
-        raise InputError(f"{verifier.sampler} drafts here have {verifier.num_drafts} tokens, got {d.size}")
-    if d.size and (d.min() < 0 or d.max() >= verifier.V):
-        raise InputError(f"draft token ids must lie in 0..{verifier.V - 1}")
-    if (verifier.q[d] <= 0).any():
-        raise InputError(f"draft token {int(d[verifier.q[d] <= 0][0])} has draft probability 0; "
-                         "it cannot have been drafted")
-    return d.astype(np.int64)
+def _num_drafts(drafts: np.ndarray, n: int | None) -> int:
+    return n if n is not None else int(drafts.shape[-1])
 
 
-def output_law(name: str, p, q, drafts, *, n: int | None = None, sampler: str | None = None) -> np.ndarray:
+def output_law(name: str, p, q, drafts, *, n: int | None = None, sampler: str | None = None,
+               renormalize: bool = False) -> np.ndarray:
     """Exact conditional law ``P(Y = . | X = drafts)`` of verifier ``name``."""
-    drafts = np.asarray(drafts)
-    v = prepare_verifier(name, p, q, n if n is not None else int(drafts.size), sampler=sampler)
-    return v.output_law(_check_drafts(v, drafts))
+    drafts = as_array(drafts)
+    v = prepare_verifier(name, p, q, _num_drafts(drafts, n), sampler=sampler, renormalize=renormalize)
+    return v.output_law(v.check_drafts(drafts))
 
 
-def verify(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: str | None = None) -> int:
+def verify(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: str | None = None,
+           renormalize: bool = False, return_index: bool = False):
     """One output token of verifier ``name`` for the draft tuple ``drafts``.
 
     Parameters
@@ -112,7 +112,8 @@ def verify(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: 
     name : str
         A verifier (see :func:`verifier_names`).
     p, q : array_like ``[V]``
-        Target and draft distributions.
+        Target and draft distributions: lists, numpy arrays or torch tensors of any
+        float dtype and device (copied to the CPU and computed in float64).
     drafts : array_like of int
         The draft tuple, in drawing order.
     rng : numpy.random.Generator, int or None
@@ -121,15 +122,62 @@ def verify(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: 
         differs when ``q`` has fewer tokens than ``n``).
     sampler : str, optional
         Draft law, for verifiers that accept several.
+    renormalize : bool
+        Rescale rows that do not sum to 1 within rounding instead of refusing them.
+    return_index : bool
+        Return a :class:`Verification` (``token`` and the accepted draft's ``index``,
+        None when no draft was accepted) instead of the token alone.
+
+    Returns
+    -------
+    int, or Verification with ``return_index=True``
+
+    Each call sets the verifier up for ``(p, q)``; to verify several tuples of
+    one pair, use :func:`prepare_verifier` once and its ``verify`` method.
     """
-    drafts = np.asarray(drafts)
-    v = prepare_verifier(name, p, q, n if n is not None else int(drafts.size), sampler=sampler)
-    d = _check_drafts(v, drafts)
-    return int(v.sample(d[None, :], np.random.default_rng(rng))[0])
+    drafts = as_array(drafts)
+    v = prepare_verifier(name, p, q, _num_drafts(drafts, n), sampler=sampler, renormalize=renormalize)
+    result = v.verify(drafts, rng)
+    return result if return_index else result.token
+
+
+def verify_batch(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: str | None = None,
+                 renormalize: bool = False) -> BatchVerification:
+    """Verify one draft tuple per pair: ``p, q [N, V]`` and ``drafts [N, k]`` give ``N`` tokens and indices.
+
+    Every row is its own pair (one verifier set-up per row), as in a decoding loop
+    over a batch of sequences. A row whose draft law gives fewer than ``k`` drafts
+    (``wor``, ``greedy`` or ``hub`` on a ``q`` with fewer than ``n`` tokens of positive
+    mass) is padded on the right with -1. Rows draw from ``rng`` in order.
+
+    Returns
+    -------
+    BatchVerification
+        ``tokens [N]`` and ``indices [N]`` (-1 where no draft was accepted).
+    """
+    cls = get_verifier(name)
+    P, Q, batched = check_pair(p, q, renormalize=renormalize)
+    d = as_array(drafts)
+    if d.ndim != 2 or d.shape[0] != P.shape[0]:
+        raise InputError(f"drafts must be [N, k] with one row per pair (N = {P.shape[0]}), got shape {d.shape}")
+    if not np.issubdtype(d.dtype, np.integer):
+        raise InputError(f"drafts must be integer token ids, got dtype {d.dtype}")
+    rng = np.random.default_rng(rng)
+    tokens = np.empty(P.shape[0], dtype=np.int64)
+    indices = np.empty(P.shape[0], dtype=np.int64)
+    for i in range(P.shape[0]):
+        width = int(np.count_nonzero(d[i] >= 0))
+        if (d[i, width:] >= 0).any() or (d[i, :width] < 0).any():
+            raise InputError(f"drafts row {i} has -1 padding before a token id; pad on the right only")
+        v = cls(P[i], Q[i], _num_drafts(d, n), sampler)
+        result = v.verify(d[i, :width], rng)
+        tokens[i] = result.token
+        indices[i] = -1 if result.index is None else result.index
+    return BatchVerification(tokens, indices)
 
 
 def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: int = 100_000, rng=None,
-                    sampler: str | None = None, max_tuples: int = MAX_ENUMERATION):
+                    sampler: str | None = None, max_tuples: int = MAX_ENUMERATION, renormalize: bool = False):
     """Acceptance rate ``P(Y in X)`` of verifier ``name`` on its draft law.
 
     ``method="exact"`` returns a float: the closed form (``nss``, ``rrs``,
@@ -140,11 +188,12 @@ def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: 
 
     ``[N, V]`` inputs give an ``[N]`` array (exact) or a pair of ``[N]`` arrays
     (Monte Carlo; row ``i`` uses the ``i``-th stream spawned from ``rng``).
+    ``renormalize=True`` rescales rows that do not sum to 1 within rounding.
     """
     if method not in ("exact", "monte-carlo", "auto"):
-        raise InputError(f"unknown method {method!r}; choose exact, monte-carlo or auto")
+        raise unknown_choice("method", method, ("exact", "monte-carlo", "auto"))
     cls = get_verifier(name)
-    P, Q, batched = check_pair(p, q)
+    P, Q, batched = check_pair(p, q, renormalize=renormalize)
     streams = np.random.default_rng(rng).spawn(P.shape[0]) if batched else [np.random.default_rng(rng)]
     results = []
     for i in range(P.shape[0]):

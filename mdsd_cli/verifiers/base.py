@@ -8,17 +8,81 @@ the per-pair pre-processing — and then answers, for any batch of draft tuples
 * :meth:`PreparedVerifier.output_law` — the exact law of ``Y`` given one tuple;
 * :meth:`PreparedVerifier.acceptance` — ``P(Y in X | X)`` for every tuple;
 * :meth:`PreparedVerifier.sample` — one output token per tuple;
+* :meth:`PreparedVerifier.verify` / :meth:`PreparedVerifier.verify_batch` — the
+  output token and which draft was accepted, for a decoding loop;
 * :meth:`PreparedVerifier.exact_rate` — ``P(Y in X)`` in closed form, when known.
+
+*Accepted* means ``Y in X``, the event whose probability is the acceptance rate:
+the accepted index is the first position of the drafts holding the output token,
+or None when the token is none of the drafts (it came from the residual). Which
+of several equal drafts is named does not matter for iid or without-replacement
+drafts: equal tokens are interchangeable, so a tree walk may descend into the
+first child with that token without looking at the subtrees.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from ..distributions import as_array
 from ..errors import InputError
 from ..samplers import _cdf_draw, get_sampler
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of verifying one draft tuple.
+
+    Attributes
+    ----------
+    token : int
+        The output token ``Y``; over the draft law it is distributed exactly as ``p``.
+    index : int or None
+        Position in the draft tuple of the accepted draft (the first draft equal to
+        ``token``), or None when ``token`` is not among the drafts.
+    """
+
+    token: int
+    index: int | None
+
+    @property
+    def accepted(self) -> bool:
+        """Whether a draft was accepted (``Y in X``)."""
+        return self.index is not None
+
+
+@dataclass(frozen=True)
+class BatchVerification:
+    """The outcomes of verifying many draft tuples: ``tokens [M]`` and ``indices [M]``.
+
+    ``indices[m]`` is the position of the accepted draft in tuple ``m``, or -1 when
+    no draft was accepted; ``batch[m]`` gives row ``m`` as a :class:`Verification`.
+    """
+
+    tokens: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def accepted(self) -> np.ndarray:
+        """Boolean ``[M]``: whether each tuple had a draft accepted."""
+        return self.indices >= 0
+
+    def __len__(self) -> int:
+        return int(self.tokens.size)
+
+    def __getitem__(self, m: int) -> Verification:
+        index = int(self.indices[m])
+        return Verification(int(self.tokens[m]), index if index >= 0 else None)
+
+
+def accepted_index(drafts, tokens) -> np.ndarray:
+    """For each tuple of ``drafts [M, k]``, the first position holding ``tokens[m]``, or -1."""
+    drafts = np.atleast_2d(drafts)
+    hit = drafts == np.asarray(tokens).reshape(-1, 1)
+    return np.where(hit.any(axis=1), np.argmax(hit, axis=1), -1).astype(np.int64)
 
 
 def drafted_mass(law_or_p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
@@ -104,6 +168,59 @@ class PreparedVerifier:
     def sample(self, drafts, rng: np.random.Generator) -> np.ndarray:
         """One output token for each tuple of ``drafts [M, k]``."""
         return sample_from_laws(self.output_laws(np.atleast_2d(drafts)), rng)
+
+    def sample_with_index(self, drafts, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One output token per tuple of ``drafts [M, k]`` and the position of the accepted
+        draft (-1 if none). Derived from the token (:func:`accepted_index`); a verifier that
+        knows which draft it took may override this."""
+        drafts = np.atleast_2d(drafts)
+        tokens = self.sample(drafts, rng)
+        return tokens, accepted_index(drafts, tokens)
+
+    # --- in a decoding loop ---------------------------------------------------------------
+    def check_drafts(self, drafts) -> np.ndarray:
+        """Validate one draft tuple (token ids in drawing order; a list, numpy array or torch tensor)."""
+        d = as_array(drafts)
+        if d.ndim != 1:
+            raise InputError(f"drafts must be a 1-D array of integer token ids, got shape {d.shape}")
+        return self._check_draft_rows(d[None, :])[0]
+
+    def _check_draft_rows(self, d: np.ndarray) -> np.ndarray:
+        if not np.issubdtype(d.dtype, np.integer):
+            raise InputError(f"drafts must be integer token ids, got dtype {d.dtype}")
+        if d.shape[1] != self.num_drafts:
+            raise InputError(f"{self.sampler} drafts here have {self.num_drafts} tokens, got {d.shape[1]}")
+        if d.size and (d.min() < 0 or d.max() >= self.V):
+            raise InputError(f"draft token ids must lie in 0..{self.V - 1}")
+        impossible = self.q[d] <= 0
+        if impossible.any():
+            raise InputError(f"draft token {int(d[impossible][0])} has draft probability 0; "
+                             "it cannot have been drafted")
+        return d.astype(np.int64)
+
+    def verify(self, drafts, rng=None) -> Verification:
+        """Verify one draft tuple: the output token and the accepted draft's position.
+
+        Parameters
+        ----------
+        drafts : array_like of int, ``[k]``
+            The drafts in drawing order (as :func:`~mdsd_cli.sample_drafts` returns them).
+        rng : numpy.random.Generator, int or None
+            Random source; pass one Generator for the whole loop.
+        """
+        d = self.check_drafts(drafts)
+        tokens, indices = self.sample_with_index(d[None, :], np.random.default_rng(rng))
+        index = int(indices[0])
+        return Verification(int(tokens[0]), index if index >= 0 else None)
+
+    def verify_batch(self, drafts, rng=None) -> BatchVerification:
+        """Verify many draft tuples ``[M, k]`` of this pair at once (vectorised)."""
+        d = as_array(drafts)
+        if d.ndim != 2:
+            raise InputError(f"drafts must be [M, k] token ids here, got shape {d.shape}")
+        rows = self._check_draft_rows(d)
+        tokens, indices = self.sample_with_index(rows, np.random.default_rng(rng))
+        return BatchVerification(np.asarray(tokens, dtype=np.int64), indices)
 
     def exact_rate(self) -> float | None:
         """``P(Y in X)`` in closed form, or None when there is none."""

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SizeLimitError
+from ..errors import SizeLimitError, option
 from ..samplers import MAX_TUPLES
 from .base import PreparedVerifier
 
+USE_MONTE_CARLO = option("--method monte-carlo", "method='monte-carlo'")
 #: Largest number of draft tuples enumerated for exact rates and lossless checks.
 MAX_ENUMERATION = 200_000
 #: Tuples per Monte Carlo chunk (bounds memory).
@@ -22,7 +23,7 @@ def _tuple_law(verifier: PreparedVerifier, max_tuples: int):
     if count > max_tuples:
         raise SizeLimitError(
             f"exact {verifier.name} needs all {count:,} {verifier.sampler} draft tuples at V={verifier.V}, "
-            f"n={verifier.n} (limit {max_tuples:,}); use --method monte-carlo (method='monte-carlo')"
+            f"n={verifier.n} (limit {max_tuples:,}); use {USE_MONTE_CARLO}"
         )
     return verifier.draft_sampler.tuple_law(verifier.q, verifier.n, max_tuples=max(max_tuples, MAX_TUPLES))
 
