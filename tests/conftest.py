@@ -13,14 +13,13 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cases.json"
-LOCAL = Path(__file__).resolve().parent / "data" / "cases.json"
+#: Exact reference values for small cases; where they come from: tests/data/README.md.
+REFERENCE = Path(__file__).resolve().parent / "data" / "cases.json"
 
 
 def reference_cases():
-    """The shared exact reference values (../shared/reference/cases.json), with a vendored copy."""
-    path = SHARED if SHARED.exists() else LOCAL
-    return json.loads(path.read_text())["cases"]
+    """The exact reference values of ``tests/data/cases.json`` (α* and verifier rates)."""
+    return json.loads(REFERENCE.read_text())["cases"]
 
 
 def random_pair(rng, V, *, zeros=True):

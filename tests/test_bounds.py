@@ -40,7 +40,7 @@ def test_reference_alpha_star_every_solver(case):
                 assert got == pytest.approx(expected, abs=tol), (sampler, n, solver)
 
 
-def test_worked_example_from_the_math_notes():
+def test_worked_example_of_the_theory_document():
     p, q = [0.3, 0.4, 0.3], [0.6, 0.3, 0.1]
     res = solve_optimal_acceptance(p, q, 2, sampler="iid")
     assert res.value == pytest.approx(0.89, abs=1e-14)
