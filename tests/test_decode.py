@@ -512,3 +512,45 @@ def test_cli_warns_on_stderr_when_a_combination_is_skipped():
     assert res.exit_code == 0
     assert "Warning: skipping hub on hub drafts for tree 3x1" in res.stderr
     assert list(pd.read_csv(__import__("io").StringIO(res.stdout)).tree) == ["2x2"]
+
+
+def test_plot_draws_a_decode_summary(tmp_path):
+    res = run_cli("--models", "synthetic", "--vocab", 40, "--prompts", 3, "--max-new-tokens", 6, "--tree", "2x2",
+                  "--tree", "paths:2x3", "--verifier", "rrs", "--verifier", "hub", "-t", 0.5, "-t", 1, "-q",
+                  "--out", tmp_path / "summary.csv")
+    assert res.exit_code == 0, res.stderr
+    plotted = runner.invoke(app, ["plot", str(tmp_path), "--quiet"])
+    assert plotted.exit_code == 0, plotted.stderr
+    names = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".png", ".svg"))
+    assert names == sorted(f"{stem}.{ext}" for stem in ("block-efficiency", "acceptance-by-depth-T0.5",
+                                                        "acceptance-by-depth-T1") for ext in ("png", "svg"))
+    wrong = runner.invoke(app, ["plot", str(tmp_path), "--figure", "samplers"])
+    assert wrong.exit_code == 1 and "its figure is tree-decode" in wrong.stderr
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "tree-decode" / "summary.csv").exists(), reason="no committed results")
+def test_committed_tree_decode_results_match_a_rerun():
+    """A few configurations of the committed experiment, decoded again: the same numbers, prompt by prompt."""
+    from mdsd_cli.cli.decode import read_config
+    from mdsd_cli.decode.metrics import prompts_table
+
+    cfg = read_config(ROOT / "experiments" / "tree-decode.toml")
+    pair = load_model_pair(cfg["models"])
+    specs, _ = plan_decode(["2x4"], ["greedy", "hub"], temperatures=[0.7], vocab_size=pair.vocab_size,
+                           baselines=False)
+    run = run_decode(pair.target, pair.draft, pair.prompts(cfg["prompts"]), specs,
+                     max_new_tokens=cfg["max_new_tokens"], seed=cfg["seed"], reuse_verifiers=True)
+    fresh = summarize(run, draft_cost=cfg["draft_cost"], timing=False)
+    committed = pd.read_csv(ROOT / "results" / "tree-decode" / "summary.csv")
+    keys = ["tree", "sampler", "verifier", "temperature"]
+    merged = fresh.merge(committed, on=keys, suffixes=("", "_committed"))
+    assert len(merged) == 2
+    for column in ("target_calls", "generated_tokens", "block_efficiency", "block_efficiency_low", "accepted_ge_3",
+                   "acceptance", "alpha_star", "acceptance_d2"):
+        assert np.allclose(merged[column], merged[f"{column}_committed"], rtol=1e-10, atol=1e-12), column
+    per_prompt = pd.read_csv(ROOT / "results" / "tree-decode" / "prompts.csv")
+    mine = prompts_table(run).merge(per_prompt, on=[*keys, "prompt"], suffixes=("", "_committed"))
+    assert len(mine) == 2 * cfg["prompts"] and (mine.walk_tokens == mine.walk_tokens_committed).all()

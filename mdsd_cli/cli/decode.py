@@ -129,6 +129,9 @@ def decode(
     fmt: FormatOpt = None,
     steps: Path | None = typer.Option(None, "--steps", help="Also write one row per step to this file "
                                       "(.csv or .parquet).", dir_okay=False, rich_help_panel=OUTPUT_PANEL),
+    per_prompt: Path | None = typer.Option(None, "--per-prompt", help="Also write one row per (configuration, "
+                                           "prompt) to this file (.csv or .parquet), for paired comparisons.",
+                                           dir_okay=False, rich_help_panel=OUTPUT_PANEL),
     text: Path | None = typer.Option(None, "--text", help="Also write the generated text, one JSON record per "
                                      "(configuration, prompt), to this file.", dir_okay=False,
                                      rich_help_panel=OUTPUT_PANEL),
@@ -155,10 +158,10 @@ def decode(
     speed-up under the cost model tau / (1 + c D + b (N - 1)).
     """
     from ..decode import plan_decode, run_decode
-    from ..decode.metrics import steps_table, summarize, text_records, timings_table
+    from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table
     from ..models import load_model_pair
 
-    for path in (out, steps, text, timings):
+    for path in (out, steps, per_prompt, text, timings):
         if path is not None:
             check_output_path(path)
     settings = dict(DEFAULTS)
@@ -198,12 +201,15 @@ def decode(
            if settings["models"] == "synthetic" else {}),
         "prompts": str(settings["prompts"]), "prompt_count": len(prompt_list), "jobs": jobs,
         "config_file": str(config) if config else None,
-        "trees": [s.tree.describe() for s in specs if not s.plain and s.temperature == specs[0].temperature],
+        "trees": {s.tree.label: s.tree.describe() for s in specs if not s.plain},
         "skipped": skipped,
     }, models=pair.metadata, seconds=round(run.seconds, 3))
     if steps is not None:
         write_table(steps_table(run, timing=not no_timing), steps, manifest=manifest)
         info(f"wrote per-step rows to {steps}", quiet=quiet)
+    if per_prompt is not None:
+        write_table(prompts_table(run), per_prompt, manifest=manifest)
+        info(f"wrote per-prompt rows to {per_prompt}", quiet=quiet)
     if text is not None:
         atomic_write_text(text, "".join(json.dumps(r) + "\n" for r in text_records(run, pair.target)))
         info(f"wrote generated text to {text}", quiet=quiet)

@@ -178,6 +178,30 @@ def steps_table(run: DecodeRun, *, timing: bool = True):
     return out
 
 
+def prompts_table(run: DecodeRun):
+    """One row per (configuration, prompt): generated tokens, target calls, the walks' tokens and accepted
+    drafts, verified nodes, and the prompt's block efficiency (walk tokens per target call).
+
+    Every configuration decodes the same prompts, so two configurations can be
+    compared prompt by prompt (a paired test), which removes the large
+    differences between prompts from the comparison.
+    """
+    import pandas as pd
+
+    rows = []
+    for r in run.runs:
+        spec = run.specs[r.spec]
+        steps = r.steps.shape[0]
+        tokens = float(r.steps[:, S["tokens"]].sum())
+        rows.append({"tree": "plain" if spec.plain else spec.tree.label, "sampler": "-" if spec.plain else spec.sampler,
+                     "verifier": "-" if spec.plain else spec.verifier, "temperature": spec.temperature,
+                     "prompt": run.prompts[r.prompt].id, "generated_tokens": len(r.generated), "target_calls": steps,
+                     "walk_tokens": int(tokens), "accepted": int(r.steps[:, S["accepted"]].sum()),
+                     "visited_nodes": r.visits.shape[0],
+                     "block_efficiency": tokens / steps if steps else math.nan})
+    return pd.DataFrame(rows)
+
+
 def text_records(run: DecodeRun, model) -> list[dict]:
     """One record per (configuration, prompt): the prompt, the generated ids and their text."""
     records = []
@@ -192,5 +216,5 @@ def text_records(run: DecodeRun, model) -> list[dict]:
     return records
 
 
-__all__ = ["KEY_COLUMNS", "TIME_COLUMNS", "ratio_interval", "steps_table", "summarize", "text_records",
-           "timings_table"]
+__all__ = ["KEY_COLUMNS", "TIME_COLUMNS", "prompts_table", "ratio_interval", "steps_table", "summarize",
+           "text_records", "timings_table"]
