@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.mdsd-installed
 
 .DEFAULT_GOAL := help
-EXPERIMENTS := draft-samplers verifier-gap num-drafts scaling
+SWEEPS := draft-samplers verifier-gap num-drafts scaling
+EXPERIMENTS := $(SWEEPS) tree-decode
 JOBS ?= 2
 .PHONY: help install test lint bound bench clean reproduce figures findings $(EXPERIMENTS)
 
@@ -41,12 +42,18 @@ bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler
 bench: $(STAMP) ## Every performance target as a ratio to a baseline timed in the same run
 	@$(BIN)/mdsd bench -f table
 
-reproduce: $(STAMP) ## Main job: all four experiments, their figures and FINDINGS.md into results/
+reproduce: $(STAMP) ## Main job: all five experiments, their figures and FINDINGS.md into results/
 	@for e in $(EXPERIMENTS); do $(MAKE) --no-print-directory $$e || exit 1; done
 	@$(MAKE) --no-print-directory findings
 
-$(EXPERIMENTS): $(STAMP)
+$(SWEEPS): $(STAMP)
 	@$(BIN)/mdsd sweep experiments/$@.toml --out results/$@ --jobs $(JOBS)
+	@$(BIN)/mdsd plot results/$@ --quiet
+
+tree-decode: $(STAMP) ## Decoding with draft trees on pydoc-ngram: block efficiency per tree and verifier
+	@mkdir -p results/$@
+	@$(BIN)/mdsd decode --config experiments/$@.toml --jobs $(JOBS) --out results/$@/summary.csv \
+		--timings results/$@/timings.csv --per-prompt results/$@/prompts.csv --steps results/$@/steps.parquet
 	@$(BIN)/mdsd plot results/$@ --quiet
 
 figures: $(STAMP) ## Redraw every figure from the tables in results/

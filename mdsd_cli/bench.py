@@ -18,6 +18,9 @@ chain vs primal-lp at the largest LP < 60 s      the LP's time                  
 peak memory, α* iid for 1,024 pairs at V         the input arrays' size          <= 3x
 optimal-iid (n = 2, 4, 8), optimal-wor (n = 2):  --                              per step < 2 ms
 per-step latency, preprocessing, rate vs α*                                      (n = 4)
+decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
+rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
+verified node); see :mod:`mdsd_cli.bench_decode`                                 <= 5x per node)
 ===============================================  ==============================  ==========
 """
 
@@ -45,6 +48,10 @@ class BenchConfig:
     lp_vocab: int = 1000
     lp_drafts: int = 2
     memory_pairs: int = 1024
+    decode_vocab: int = 2380
+    decode_prompts: int = 2
+    decode_tokens: int = 24
+    decode_optimal_tokens: int = 4
     repeats: int = 5
     seed: int = 0
 
@@ -52,10 +59,11 @@ class BenchConfig:
     def quick(cls) -> BenchConfig:
         """Small sizes for a smoke run (seconds, not minutes)."""
         return cls(vocab=20_000, batch_vocab=4_000, batch_pairs=64, mc_vocab=4_000, mc_samples=20_000,
-                   lp_vocab=60, lp_drafts=2, memory_pairs=16, repeats=3)
+                   lp_vocab=60, lp_drafts=2, memory_pairs=16, decode_prompts=1, decode_tokens=8,
+                   decode_optimal_tokens=3, repeats=3)
 
 
-FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal")
+FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode")
 
 
 def random_pairs(num_pairs: int, vocab: int, seed: int, *, spread: float = 2.0, noise: float = 1.0):
@@ -175,6 +183,11 @@ def run_benchmarks(config: BenchConfig = BenchConfig(), *, figures=FIGURES, prog
         rows.append(_row("rrsw monte-carlo", 4, config.mc_vocab, 1, stats, "-", None,
                          target=">= 1e5 tuples/s", ratio=throughput, passed=throughput >= 1e5,
                          note=f"{throughput:,.0f} draft tuples/s"))
+        advance()
+    if "decode" in figures:
+        from .bench_decode import decode_overhead_rows
+
+        rows += decode_overhead_rows(config, timed, _row)
         advance()
     if "lp" in figures:
         Pl, Ql = random_pairs(1, config.lp_vocab, config.seed + 3)

@@ -9,6 +9,9 @@ verifier-gap   each verifier's acceptance against temperature, with α* of each
 num-drafts     α* per sampler and each verifier's acceptance against n
 scaling        seconds per pair against V for each solver (log-log), a panel per n;
                sizes a solver refused are marked on the axis ("the wall")
+tree-decode    from an ``mdsd decode`` summary: block efficiency with its 95% interval
+               per tree, draft law and verifier (a panel per temperature), and the
+               acceptance at each depth next to α* of the visited nodes (a panel per tree)
 ============== =====================================================================
 """
 
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from .errors import DataFileError, InputError, OutputError, option, unknown_choice
 
-KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling")
+KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling", "tree-decode")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
           "rrs": "#1f77b4", "rrsw": "#2ca02c", "kseq": "#ff7f0e", "otm": "#17becf", "chain": "#1f77b4",
           "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728", "optimal-iid": "#000000",
@@ -185,6 +188,80 @@ def plot_scaling(summary, timings, out: Path) -> list[Path]:
     return paths
 
 
+MARKERS = {"iid": "o", "wor": "s", "greedy": "^", "hub": "D", "-": "x"}
+
+
+def _tree_order(labels) -> list[str]:
+    """Chains (1xD) first by depth, then the other trees as they came."""
+    labels = [t for t in dict.fromkeys(labels) if t != "plain"]
+    chains = sorted((t for t in labels if t.startswith("1x") and t[2:].isdigit()), key=lambda t: int(t[2:]))
+    return chains + [t for t in labels if t not in chains]
+
+
+def plot_tree_decode(summary, out: Path) -> list[Path]:
+    """Block efficiency per tree (with intervals) and acceptance by depth, from an ``mdsd decode`` summary."""
+    plt = _pyplot()
+    rows = _need(summary[summary.tree != "plain"], "decode rows")
+    trees = _tree_order(rows.tree)
+    temps = sorted(rows.temperature.unique())
+    combos = list(dict.fromkeys(zip(rows.sampler, rows.verifier)))
+    fig, axes = _panels(plt, len(temps), "Block efficiency (tokens per target call, 95% intervals)")
+    for ax, T in zip(axes, temps):
+        at = rows[rows.temperature == T]
+        present = {t: [c for c in combos if ((at.tree == t) & (at.sampler == c[0]) & (at.verifier == c[1])).any()]
+                   for t in trees}
+        for sampler, verifier in combos:
+            d = at[(at.sampler == sampler) & (at.verifier == verifier)].set_index("tree")
+            xs = [i for i, t in enumerate(trees) if t in d.index]
+            if not xs:
+                continue
+            sel = d.loc[[trees[i] for i in xs]]
+            x = [i - 0.4 + 0.8 / len(present[trees[i]]) * (present[trees[i]].index((sampler, verifier)) + 0.5)
+                 for i in xs]
+            ax.errorbar(x, sel.block_efficiency, yerr=[sel.block_efficiency - sel.block_efficiency_low,
+                                                        sel.block_efficiency_high - sel.block_efficiency],
+                        fmt=MARKERS.get(sampler, "o"), ms=4, capsize=2, lw=1, color=COLORS.get(verifier, "#333333"),
+                        label=f"{verifier} ({sampler})")
+        ax.axhline(1.0, color="#999999", lw=0.8, ls=":")
+        ax.set_xticks(range(len(trees)), trees, rotation=30)
+        ax.set_title(f"T = {T:g}")
+        ax.set_ylabel("block efficiency")
+    axes[0].legend(fontsize=7, ncol=2)
+    paths = _save(fig, out, "block-efficiency")
+    plt.close(fig)
+    from matplotlib.ticker import MaxNLocator
+
+    depth_cols = sorted((c for c in rows.columns if c.startswith("acceptance_d")), key=lambda c: int(c[12:]))
+    chains = {t for t in trees if t.startswith("1x") and t[2:].isdigit()}
+    panels = [t for t in trees if t not in chains] or trees
+    for T in temps:
+        at = rows[rows.temperature == T]
+        fig, axes = _panels(plt, len(panels), f"Acceptance at each depth, T = {T:g} (dashed: α* of the visited "
+                            "nodes; dotted black: the single-draft chain of the same depth)")
+        for ax, tree in zip(axes, panels):
+            d = at[at.tree == tree]
+            chain = at[(at.tree == f"1x{int(d.depth.iloc[0])}")] if not d.empty else d
+            for _, r in d.iterrows():
+                k = [int(c[12:]) for c in depth_cols if r[c] == r[c]]
+                color = COLORS.get(r.verifier, "#333333")
+                ax.plot(k, [r[f"acceptance_d{i}"] for i in k], "-" + MARKERS.get(r.sampler, "o"), color=color,
+                        ms=3, lw=1.2, label=f"{r.verifier} ({r.sampler})")
+                ax.plot(k, [r[f"alpha_star_d{i}"] for i in k], "--", color=color, lw=0.8, alpha=0.6)
+            if tree not in chains and not chain.empty:
+                c = chain.iloc[0]
+                k = [int(col[12:]) for col in depth_cols if c[col] == c[col]]
+                ax.plot(k, [c[f"acceptance_d{i}"] for i in k], ":", color="black", lw=1.6, label=f"chain {c.tree}")
+            ax.set_title(tree)
+            ax.set_xlabel("depth of the accepted token")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(0, 1)
+            ax.legend(fontsize=6)
+        axes[0].set_ylabel("acceptance at visited nodes")
+        paths += _save(fig, out, f"acceptance-by-depth-T{T:g}")
+        plt.close(fig)
+    return paths
+
+
 #: Columns of a sweep's summary.csv that the figures read.
 SUMMARY_COLUMNS = {"dataset", "vocab", "temperature", "n", "kind", "name", "sampler", "method", "status", "mean",
                    "ci95_low", "ci95_high", "alpha_star_mean", "gap_mean"}
@@ -203,6 +280,10 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
     except OSError as exc:
         raise OutputError(f"cannot create the figure directory {out}: {exc.strerror or exc}") from None
     summary = _read_table(summary_path, results)
+    if "block_efficiency" in summary.columns:  # an mdsd decode summary
+        if figure not in (None, "tree-decode"):
+            raise InputError(f"{summary_path} is an mdsd decode summary; its figure is tree-decode, not {figure}")
+        return plot_tree_decode(summary, out)
     missing = sorted(SUMMARY_COLUMNS - set(summary.columns))
     if missing:
         raise DataFileError(f"{summary_path} lacks the column(s) {', '.join(missing)}; it is not a sweep summary "

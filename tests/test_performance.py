@@ -71,7 +71,11 @@ def test_run_benchmarks_quick_gives_every_figure():
         assert r["ratio"] > 0 and r["status"] in ("pass", "short") and r["median_s"] >= 0
     lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
     assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
-    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal")
+    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode")
+    decode = [r for r in rows if r["figure"].startswith("decode overhead")]
+    assert [(r["figure"].split()[2], r["vocab"]) for r in decode] == [
+        (v, V) for V in (2380, 3000) for v in ("rrs,", "kseq,", "optimal-iid,")]
+    assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
     optimal = [r for r in rows if r["figure"].startswith("optimal")]
     assert [r["n"] for r in optimal] == [2, 4, 8, 2]
     assert all("alpha* - rate" in r["note"] for r in optimal)

@@ -14,6 +14,7 @@ from ..errors import MdsdError
 from . import bench as bench_commands
 from . import bound as bound_commands
 from . import datasets as dataset_commands
+from . import decode as decode_commands
 from . import sweep as sweep_commands
 from . import verify as verify_commands
 from .console import err_console
@@ -74,6 +75,7 @@ def _root(
 app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
 app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
 app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
+app.command("decode", rich_help_panel="Generation")(decode_commands.decode)
 app.command("sweep", rich_help_panel="Experiments")(sweep_commands.sweep)
 app.command("plot", rich_help_panel="Experiments")(sweep_commands.plot)
 app.command("generate", rich_help_panel="Data")(bound_commands.generate)

@@ -9,7 +9,9 @@ seen at least twice in training, plus ``<unk>`` and the boundary ``<s>``.
 Two interpolated Kneser-Ney models are trained on the same text: the **draft**
 is a bigram model, the **target** a 4-gram model. At held-out positions both
 give a full next-token distribution over the vocabulary; their logarithms are
-stored as logits, so any temperature can be applied.
+stored as logits, so any temperature can be applied. The models themselves
+(corpus, tokenizer, Kneser-Ney) live in :mod:`mdsd_cli.models.ngram`, where
+``mdsd decode`` runs them over whole contexts.
 
 .. math::
 
@@ -25,98 +27,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from ..distributions import PairBatch, pairs_from_logits
+from ..models.ngram import (  # noqa: F401  (re-exported: the models live in mdsd_cli.models.ngram)
+    BOUNDARY,
+    TOKEN,
+    UNKNOWN,
+    KneserNey,
+    corpus_documents,
+    corpus_split,
+    tokenize,
+)
 
 NAME = "pydoc-ngram"
 BUILDER_VERSION = 1
-TOKEN = re.compile(r"[a-z_]+|[0-9]+|[^\sa-z_0-9]")
-BOUNDARY, UNKNOWN = "<s>", "<unk>"
-
-
-def corpus_documents() -> list[str]:
-    """The documentation topics of this Python, in a fixed (sorted) order."""
-    from pydoc_data.topics import topics
-
-    return [topics[k] for k in sorted(topics)]
-
-
-def tokenize(text: str) -> list[str]:
-    return TOKEN.findall(text.lower())
-
-
-class KneserNey:
-    """Interpolated Kneser-Ney n-gram model over a fixed vocabulary (dense queries)."""
-
-    def __init__(self, sentences: list[list[int]], order: int, vocab_size: int, boundary: int):
-        self.order, self.V = order, vocab_size
-        padded = [[boundary] * (order - 1) + s for s in sentences]
-        # raw counts at the highest order
-        raw: dict[tuple, Counter] = defaultdict(Counter)
-        for s in padded:
-            for i in range(order - 1, len(s)):
-                raw[tuple(s[i - order + 1 : i])][s[i]] += 1
-        self.counts: list[dict[tuple, tuple[np.ndarray, np.ndarray]]] = [dict() for _ in range(order + 1)]
-        self.discount = [0.0] * (order + 1)
-        levels: list[dict[tuple, Counter]] = [defaultdict(Counter) for _ in range(order + 1)]
-        levels[order] = raw
-        # continuation counts: N1+(. h w) for every lower order
-        for k in range(order, 1, -1):
-            for h, nxt in levels[k].items():
-                for w in nxt:
-                    levels[k - 1][h[1:]][w] += 1
-        for k in range(1, order + 1):
-            count_of_counts = Counter()
-            for h, nxt in levels[k].items():
-                words = np.fromiter(nxt.keys(), dtype=np.int64, count=len(nxt))
-                values = np.fromiter(nxt.values(), dtype=np.float64, count=len(nxt))
-                self.counts[k][h] = (words, values)
-                count_of_counts.update(v for v in nxt.values() if v <= 2)
-            n1, n2 = count_of_counts[1], count_of_counts[2]
-            self.discount[k] = n1 / (n1 + 2 * n2) if n1 + 2 * n2 > 0 else 0.5
-
-    def distribution(self, history: list[int]) -> np.ndarray:
-        """``P(. | history)`` over the vocabulary (uses the last ``order - 1`` tokens)."""
-        p = np.full(self.V, 1.0 / self.V)
-        for k in range(1, self.order + 1):
-            h = tuple(history[len(history) - (k - 1):]) if k > 1 else ()
-            entry = self.counts[k].get(h)
-            if entry is None:
-                continue  # unseen context: keep the lower order
-            words, values = entry
-            total = values.sum()
-            D = self.discount[k]
-            lower = p
-            p = lower * (D * words.size / total)
-            p[words] += np.maximum(values - D, 0.0) / total
-        return p
-
-    def log_likelihood(self, sentences: list[list[int]], boundary: int) -> tuple[float, int]:
-        """Total log-probability of the tokens of ``sentences`` and their count."""
-        total, count = 0.0, 0
-        for s in sentences:
-            padded = [boundary] * (self.order - 1) + s
-            for i in range(self.order - 1, len(padded)):
-                total += float(np.log(self.distribution(padded[:i])[padded[i]]))
-                count += 1
-        return total, count
-
-
-def _corpus_split():
-    docs = [tokenize(d) for d in corpus_documents()]
-    train = [d for i, d in enumerate(docs) if i % 10 != 3]
-    held = [d for i, d in enumerate(docs) if i % 10 == 3]
-    counts = Counter(w for d in train for w in d)
-    words = sorted(w for w, c in counts.items() if c >= 2)
-    vocab = [BOUNDARY, UNKNOWN, *words]
-    index = {w: i for i, w in enumerate(vocab)}
-    encode = lambda doc: [index.get(w, 1) for w in doc]  # noqa: E731
-    return vocab, [encode(d) for d in train], [encode(d) for d in held]
+_corpus_split = corpus_split
 
 
 def corpus_fingerprint() -> str:

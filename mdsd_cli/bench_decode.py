@@ -1,0 +1,80 @@
+"""The ``decode`` figure of ``mdsd bench``: what decoding costs beyond the models.
+
+For the synthetic pair at V = 2,380 (``pydoc-ngram``'s size) and V = 152,064,
+a ``4x3`` tree (85 nodes, 21 of them drafting) is decoded with ``rrs``, ``kseq``
+and ``optimal-iid`` at T = 1, and the time outside the two models is measured
+per generated token, per tree node and per verified node:
+
+* drafting bookkeeping: tempering the draft logits, drawing every node's
+  drafts, building the tree;
+* verification: tempering the target logits on the walk, each visited node's
+  verifier set-up and its step, the bonus token.
+
+Baseline: one ``numpy.argsort`` of a length-V vector, timed in the same run.
+Targets (issue "mdsd decode"): per tree node at most 3x the argsort for
+``rrs`` and ``kseq``; for ``optimal-iid`` the per-pair target of "Optimal
+verifiers at decoding speed" (set-up + one step <= 5x the argsort) per verified
+node. The median over steps is reported, with the range.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from .decode.metrics import VI, S
+
+
+def decode_overhead_rows(config, timed, row) -> list[dict]:
+    """Rows of the ``decode`` figure; ``timed`` and ``row`` are the bench's helpers."""
+    from .decode import plan_decode, run_decode
+    from .distributions import softmax
+    from .models.synthetic import synthetic_models, synthetic_prompts
+    from .verifiers.optimal import OptimalIID
+
+    R = config.repeats
+    rows = []
+    small = np.random.default_rng(config.seed).dirichlet(np.ones(64), size=2)
+    OptimalIID(small[0], small[1], 4)  # compile the kernels before any timing
+    for V in dict.fromkeys((config.decode_vocab, config.vocab)):
+        target, draft = synthetic_models(V, seed=config.seed)
+        prompts = synthetic_prompts(config.decode_prompts, V, seed=config.seed)
+        context = [list(prompts[0].tokens)]
+        p, q = softmax(target.logits(context))[0], softmax(draft.logits(context))[0]
+        base = timed(lambda p=p, q=q: np.argsort(p / q), R)
+        for verifier in ("rrs", "kseq", "optimal-iid"):
+            tokens = config.decode_tokens
+            if verifier == "optimal-iid" and V > config.decode_vocab:
+                tokens = config.decode_optimal_tokens  # seconds per node today
+            specs, _ = plan_decode(["4x3"], [verifier], temperatures=[1.0], vocab_size=V, baselines=False)
+            run = run_decode(target, draft, prompts, specs, max_new_tokens=tokens, seed=config.seed,
+                             node_metrics=False)
+            steps = np.concatenate([r.steps for r in run.runs])
+            per_step_visits = np.concatenate([np.bincount(r.visits[:, VI["step"]].astype(int),
+                                                          minlength=r.steps.shape[0]) for r in run.runs])
+            visits = int(per_step_visits.sum())
+            generated = sum(len(r.generated) for r in run.runs)
+            drafting, verifying = steps[:, S["tree_seconds"]], steps[:, S["verify_seconds"]]
+            per_node = (drafting + verifying) / steps[:, S["nodes"]]
+            stats = (statistics.median(per_node), float(per_node.min()), float(per_node.max()))
+            per_token = (drafting.sum() + verifying.sum()) / generated
+            per_pair = verifying.sum() / visits
+            tau = steps[:, S["tokens"]].mean()
+            note = (f"per token {per_token * 1e3:.2f} ms (drafting {drafting.sum() / generated * 1e3:.2f} + "
+                    f"verification {verifying.sum() / generated * 1e3:.2f}); per verified node "
+                    f"{per_pair * 1e3:.2f} ms = {per_pair / base[0]:.1f}x argsort; {steps.shape[0]} steps, "
+                    f"{visits} verified nodes, tau {tau:.2f}; models excluded")
+            if verifier == "optimal-iid":  # the statistics are per verified node here
+                verified = per_step_visits > 0
+                each = verifying[verified] / per_step_visits[verified]
+                stats = (statistics.median(each), float(each.min()), float(each.max()))
+                ratio, target_text, passed = stats[0] / base[0], "<= 5x per verified node", stats[0] <= 5 * base[0]
+            else:
+                ratio, target_text, passed = stats[0] / base[0], "<= 3x per tree node", stats[0] <= 3 * base[0]
+            rows.append(row(f"decode overhead {verifier}, 4x3 tree", 4, V, visits, stats, "numpy.argsort", base,
+                            target=target_text, ratio=ratio, passed=passed, note=note))
+    return rows
+
+
+__all__ = ["decode_overhead_rows"]

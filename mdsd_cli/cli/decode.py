@@ -1,0 +1,224 @@
+"""``mdsd decode``: multi-draft speculative decoding with draft trees, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ..errors import DataFileError, InputError
+from ..io import atomic_write_text, build_manifest, check_output_path, write_table
+from .console import emit_table, info, progress_bar, warn
+from .options import FormatOpt, OutOpt, QuietOpt
+
+MODEL_PANEL = "Models and prompts"
+DECODE_PANEL = "Decoding"
+COST_PANEL = "Cost model"
+OUTPUT_PANEL = "Output"
+
+#: Keys a --config TOML file may set (the long option names, with underscores).
+CONFIG_KEYS = {
+    "name": str, "description": str, "models": str, "vocab": int, "model_seed": int, "noise": (int, float),
+    "prompts": (int, str), "max_new_tokens": int, "trees": list, "samplers": list, "verifiers": list,
+    "temperatures": list, "seed": int, "draft_cost": (int, float), "node_cost": (int, float), "baselines": bool,
+    "node_metrics": bool, "reuse_verifiers": bool,
+}
+DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
+            "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
+            "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
+            "reuse_verifiers": False}
+
+
+def read_config(path: Path) -> dict:
+    """A decode config (TOML): keys of :data:`CONFIG_KEYS`; tree files resolve against the config's directory."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    if not path.exists():
+        raise DataFileError(f"config file {path} not found")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not valid TOML ({exc})") from None
+    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    if unknown:
+        raise InputError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(CONFIG_KEYS))}")
+    for key, value in data.items():
+        kind = CONFIG_KEYS[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise InputError(f"{path}: {key} has the wrong type ({type(value).__name__})")
+    base = path.parent
+    if "trees" in data:
+        data["trees"] = [str(base / t) if str(t).lower().endswith(".json") and not Path(t).is_absolute() else str(t)
+                         for t in data["trees"]]
+    if isinstance(data.get("prompts"), str) and not data["prompts"].isdigit() and not Path(data["prompts"]).is_absolute():
+        data["prompts"] = str(base / data["prompts"])
+    return data
+
+
+def _prompts(pair, spec: str):
+    """``N`` built-in prompts, or the prompts of a text/JSONL file (the formats of ``mdsd dump``)."""
+    from ..models import Prompt
+
+    text = str(spec).strip()
+    if text.isdigit():
+        count = int(text)
+        if count < 1:
+            raise InputError("--prompts must be >= 1 (a count) or a prompts file")
+        return pair.prompts(count)
+    path = Path(text)
+    if not path.exists():
+        raise DataFileError(f"prompts file {path} not found (give a count or a text/JSONL file of prompts)")
+    from ..datasets.hf import read_prompts
+
+    return [Prompt(p.id, tuple(pair.target.encode(p.text)), p.text) for p in read_prompts(path, "generate")]
+
+
+def decode(
+    models: str | None = typer.Option(None, "--models", "-m", help="Model pair: pydoc-ngram (4-gram target, "
+                                      "bigram draft; real text) or synthetic (context-hashed perturbed Zipf at "
+                                      "--vocab). (default: pydoc-ngram)", rich_help_panel=MODEL_PANEL),
+    prompts: str | None = typer.Option(None, "--prompts", help="A number of built-in prompts (held-out text for "
+                                       "pydoc-ngram), or a prompts file: one per line, or JSONL with 'prompt' (and "
+                                       "'id'). (default: 16)", rich_help_panel=MODEL_PANEL),
+    vocab: int | None = typer.Option(None, "--vocab", "-V", min=2, help="V of the synthetic pair. (default: 1000)",
+                                     rich_help_panel=MODEL_PANEL),
+    model_seed: int | None = typer.Option(None, "--model-seed", min=0, help="Seed of the synthetic pair.",
+                                          rich_help_panel=MODEL_PANEL),
+    noise: float | None = typer.Option(None, "--noise", min=0.0, help="Draft noise of the synthetic pair. "
+                                       "(default: 1)", rich_help_panel=MODEL_PANEL),
+    tree: list[str] | None = typer.Option(None, "--tree", help="Draft tree(s): KxD (2x4), per-depth widths "
+                                          "(4,2,2,1), paths:KxL (paths:4x4) or a JSON file of child-index paths. "
+                                          "Repeat for several. (default: 2x4)", rich_help_panel=DECODE_PANEL),
+    sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s): iid, wor, greedy, "
+                                             "hub; each verifier runs on those it is lossless for. (default: each "
+                                             "verifier's own)", rich_help_panel=DECODE_PANEL),
+    verifier: list[str] | None = typer.Option(None, "--verifier", help="Per-node verifier(s): nss, rrs, rrsw, kseq, "
+                                              "hub, greedy, otm, optimal-iid, optimal-wor; NAME:SAMPLER pins the "
+                                              "draft law (nss:wor). Repeat for several. (default: rrs)",
+                                              rich_help_panel=DECODE_PANEL),
+    temperature: list[float] | None = typer.Option(None, "--temperature", "-t", min=0.0, help="Temperature(s) of "
+                                                   "both models (0 = greedy). (default: 1)", rich_help_panel=DECODE_PANEL),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, help="Tokens to generate per prompt. "
+                                              "(default: 64)", rich_help_panel=DECODE_PANEL),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="Seed; each (configuration, prompt) has its own "
+                                    "stream, so results do not depend on --jobs. (default: 0)",
+                                    rich_help_panel=DECODE_PANEL),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes.", rich_help_panel=DECODE_PANEL),
+    no_baselines: bool = typer.Option(False, "--no-baselines", help="Leave out plain target sampling and the "
+                                      "single-draft chain 1xD.", rich_help_panel=DECODE_PANEL),
+    no_node_metrics: bool = typer.Option(False, "--no-node-metrics", help="Skip α* and the verifier's exact "
+                                         "acceptance at the visited nodes (saves their computation; those columns "
+                                         "are empty).", rich_help_panel=DECODE_PANEL),
+    reuse_verifiers: bool = typer.Option(False, "--reuse-verifiers", help="Reuse a verifier's set-up when the "
+                                         "same (p, q, n) comes back (n-gram contexts repeat): the same tokens, "
+                                         "less time, but verification times no longer show one set-up per node.",
+                                         rich_help_panel=DECODE_PANEL),
+    config: Path | None = typer.Option(None, "--config", help="A TOML file setting any of the options above "
+                                       "(models, prompts, trees, samplers, verifiers, temperatures, ...); "
+                                       "options given on the command line win.", dir_okay=False,
+                                       rich_help_panel=DECODE_PANEL),
+    draft_cost: float | None = typer.Option(None, "--draft-cost", min=0.0, help="Cost of one draft pass in target "
+                                            "passes, c. (default: 0.05)", rich_help_panel=COST_PANEL),
+    node_cost: float | None = typer.Option(None, "--node-cost", min=0.0, help="Extra cost of each scored tree node "
+                                           "beyond the root, in target passes (0: a target pass costs the same "
+                                           "whatever the tree's size). (default: 0)", rich_help_panel=COST_PANEL),
+    out: OutOpt = None,
+    fmt: FormatOpt = None,
+    steps: Path | None = typer.Option(None, "--steps", help="Also write one row per step to this file "
+                                      "(.csv or .parquet).", dir_okay=False, rich_help_panel=OUTPUT_PANEL),
+    per_prompt: Path | None = typer.Option(None, "--per-prompt", help="Also write one row per (configuration, "
+                                           "prompt) to this file (.csv or .parquet), for paired comparisons.",
+                                           dir_okay=False, rich_help_panel=OUTPUT_PANEL),
+    text: Path | None = typer.Option(None, "--text", help="Also write the generated text, one JSON record per "
+                                     "(configuration, prompt), to this file.", dir_okay=False,
+                                     rich_help_panel=OUTPUT_PANEL),
+    timings: Path | None = typer.Option(None, "--timings", help="Write the wall-time columns to this file instead "
+                                        "of the summary (which is then the same for the same seed).",
+                                        dir_okay=False, rich_help_panel=OUTPUT_PANEL),
+    no_timing: bool = typer.Option(False, "--no-timing", help="Leave out the wall-time columns.",
+                                   rich_help_panel=OUTPUT_PANEL),
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate with draft trees: tokens per target call, acceptance by depth, time and speed-up.
+
+    Each step drafts a tree level by level (one draft pass per depth, each node's
+    children drawn jointly by the draft sampler), scores every node with one
+    target pass, and walks down with the verifier at each node: a child's token
+    moves to that child, any other token ends the step, a leaf adds a bonus token
+    from the target. Lossless for every lossless verifier.
+
+    One summary row per (tree, sampler, verifier, temperature), plus plain target
+    sampling and the single-draft chain 1xD as baselines: block efficiency with
+    its 95% interval, the fraction of steps accepting at depth >= k, realised
+    acceptance next to α* of the visited nodes, time split into draft model,
+    drafting bookkeeping, target model and verification, tokens/s, and the
+    speed-up under the cost model tau / (1 + c D + b (N - 1)).
+    """
+    from ..decode import plan_decode, run_decode
+    from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table
+    from ..models import load_model_pair
+
+    for path in (out, steps, per_prompt, text, timings):
+        if path is not None:
+            check_output_path(path)
+    settings = dict(DEFAULTS)
+    if config is not None:
+        settings.update(read_config(config))
+    given = {"models": models, "vocab": vocab, "model_seed": model_seed, "noise": noise, "prompts": prompts,
+             "max_new_tokens": max_new_tokens, "trees": tree, "samplers": sampler, "verifiers": verifier,
+             "temperatures": temperature, "seed": seed, "draft_cost": draft_cost, "node_cost": node_cost}
+    settings.update({k: v for k, v in given.items() if v not in (None, [])})
+    if no_baselines:
+        settings["baselines"] = False
+    if no_node_metrics:
+        settings["node_metrics"] = False
+    if reuse_verifiers:
+        settings["reuse_verifiers"] = True
+    if settings["models"] != "synthetic" and (vocab is not None or model_seed is not None or noise is not None):
+        raise InputError("--vocab, --model-seed and --noise shape the synthetic pair; use them with --models synthetic")
+
+    pair = load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
+                           noise=settings["noise"])
+    specs, skipped = plan_decode(settings["trees"], settings["verifiers"], samplers=settings["samplers"],
+                                 temperatures=settings["temperatures"], vocab_size=pair.vocab_size,
+                                 baselines=settings["baselines"])
+    for message in skipped:
+        warn(message)
+    prompt_list = _prompts(pair, str(settings["prompts"]))
+    units = len(specs) * len(prompt_list)
+    with progress_bar("decode", units, quiet=quiet) as advance:
+        run = run_decode(pair.target, pair.draft, prompt_list, specs, max_new_tokens=settings["max_new_tokens"],
+                         seed=settings["seed"], jobs=jobs, node_metrics=settings["node_metrics"],
+                         reuse_verifiers=settings["reuse_verifiers"], progress=advance)
+    summary = summarize(run, draft_cost=settings["draft_cost"], node_cost=settings["node_cost"],
+                        timing=not no_timing)
+    manifest = build_manifest("decode", {
+        **{k: v for k, v in settings.items() if k not in ("vocab", "model_seed", "noise")},
+        **({"vocab": settings["vocab"], "model_seed": settings["model_seed"], "noise": settings["noise"]}
+           if settings["models"] == "synthetic" else {}),
+        "prompts": str(settings["prompts"]), "prompt_count": len(prompt_list), "jobs": jobs,
+        "config_file": str(config) if config else None,
+        "trees": {s.tree.label: s.tree.describe() for s in specs if not s.plain},
+        "skipped": skipped,
+    }, models=pair.metadata, seconds=round(run.seconds, 3))
+    if steps is not None:
+        write_table(steps_table(run, timing=not no_timing), steps, manifest=manifest)
+        info(f"wrote per-step rows to {steps}", quiet=quiet)
+    if per_prompt is not None:
+        write_table(prompts_table(run), per_prompt, manifest=manifest)
+        info(f"wrote per-prompt rows to {per_prompt}", quiet=quiet)
+    if text is not None:
+        atomic_write_text(text, "".join(json.dumps(r) + "\n" for r in text_records(run, pair.target)))
+        info(f"wrote generated text to {text}", quiet=quiet)
+    if timings is not None and not no_timing:
+        write_table(timings_table(summary), timings, manifest=manifest)
+        summary = summary.drop(columns=[c for c in timings_table(summary).columns
+                                        if c not in ("tree", "sampler", "verifier", "temperature")])
+        info(f"wrote wall times to {timings}", quiet=quiet)
+    emit_table(summary, out=out, fmt=fmt, manifest=manifest, quiet=quiet)
+
+
+__all__ = ["decode", "read_config"]

@@ -1,0 +1,350 @@
+"""The decoding loop: draft a tree, score it with the target in one pass, walk down, repeat.
+
+One *configuration* (:class:`DecodeSpec`) is a tree shape, a draft sampler, a
+verifier and a temperature (or plain target sampling, the baseline). Every
+(configuration, prompt) is one unit of work with its own random stream,
+seeded from ``(seed, prompt id, configuration)``, so results do not depend on
+``jobs`` or on which other configurations run beside it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..distributions import check_memory, check_temperature
+from ..errors import InputError, SizeLimitError
+from ..samplers import get_sampler
+from ..verifiers import get_verifier
+from ..verifiers.base import sample_from_law
+from .drafting import grow_tree
+from .laws import tempered
+from .trees import TreeShape, parse_tree
+from .walk import VerifierCache, walk_per_node
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """One configuration: ``tree`` drafted by ``sampler`` and walked with ``verifier`` at ``temperature``.
+
+    ``tree is None`` is plain target sampling (no speculation), the baseline.
+    """
+
+    tree: TreeShape | None
+    sampler: str | None
+    verifier: str | None
+    temperature: float
+
+    @property
+    def plain(self) -> bool:
+        return self.tree is None
+
+    @property
+    def label(self) -> str:
+        if self.plain:
+            return f"plain T={self.temperature:g}"
+        return f"{self.tree.label} {self.sampler}/{self.verifier} T={self.temperature:g}"
+
+    @property
+    def stream(self) -> int:
+        """A stable 32-bit key of the configuration (part of every unit's seed)."""
+        text = "plain" if self.plain else f"{self.tree.describe()}|{self.sampler}|{self.verifier}"
+        return zlib.crc32(f"{text}|{self.temperature!r}".encode())
+
+
+# --- planning --------------------------------------------------------------------------------
+
+def parse_verifier(text: str) -> tuple[str, str | None]:
+    """``NAME`` or ``NAME:SAMPLER`` (pins the draft law, e.g. ``nss:wor``)."""
+    name, _, sampler = str(text).partition(":")
+    get_verifier(name)
+    if sampler:
+        get_sampler(sampler)
+    return name, (sampler or None)
+
+
+def _check_combination(tree: TreeShape, verifier: str, sampler: str, vocab_size: int) -> None:
+    """Raise the reason ``verifier`` on ``sampler`` drafts cannot run on ``tree`` at this V (else None)."""
+    cls = get_verifier(verifier)
+    if cls.samplers is not None and sampler not in cls.samplers:
+        raise InputError(f"verifier {verifier} is lossless for {'/'.join(cls.samplers)} drafts only, not "
+                         f"{sampler}; pick --sampler {cls.samplers[0]} or pin it as {verifier}:{cls.samplers[0]}")
+    fixed = cls.fixed_n or get_sampler(sampler).fixed_n
+    if fixed is not None:
+        other = [w for w in tree.widths if w != fixed]
+        if other:
+            what = (f"a random number of children (1 to {tree.paths})" if tree.kind == "paths"
+                    else f"nodes with {other[0]} {'child' if other[0] == 1 else 'children'}")
+            raise InputError(f"{verifier} on {sampler} drafts needs exactly {fixed} drafts at every node, but tree "
+                             f"{tree.label} has {what}; use a tree whose nodes all have {fixed} children, such as "
+                             f"{fixed}x{tree.depth}")
+    uniform = np.full(vocab_size, 1.0 / vocab_size)
+    for n in tree.widths:
+        try:
+            cls.check_size(uniform, n, sampler)
+        except SizeLimitError as exc:
+            raise SizeLimitError(f"{verifier} cannot run on tree {tree.label} (a node draws {n} drafts): {exc}") from None
+
+
+def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence[str] = (),
+                temperatures: Sequence[float] = (1.0,), vocab_size: int, baselines: bool = True):
+    """Expand trees x verifiers (x samplers) x temperatures into :class:`DecodeSpec` s, checking each now.
+
+    Each verifier runs on its pinned draft law (``NAME:SAMPLER``), else on each
+    of ``samplers`` it is lossless for, else on its own default law. A
+    combination that cannot run on some trees (``hub`` on a node with other than
+    two children; ``optimal-wor`` at ``n >= 3`` at large V) is skipped there with
+    its reason; if it can run on none, that reason is raised. With
+    ``baselines``, plain target sampling and the single-draft chain ``1xD``
+    (``rrs`` on ``iid``: speculative sampling) are added for every depth D.
+
+    Returns ``(specs, skipped)`` — ``skipped`` is a list of messages.
+    """
+    shapes = [t if isinstance(t, TreeShape) else parse_tree(t) for t in trees]
+    if not shapes:
+        raise InputError("no tree given; pass --tree (e.g. --tree 2x4)")
+    labels = [s.label for s in shapes]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"tree {next(x for x in labels if labels.count(x) > 1)} is given twice")
+    temps = [check_temperature(t) for t in dict.fromkeys(temperatures)]
+    if not temps:
+        raise InputError("no temperature given")
+    samplers = list(dict.fromkeys(samplers))
+    for s in samplers:
+        get_sampler(s)
+    pairs: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for text in dict.fromkeys(verifiers):
+        name, pinned = parse_verifier(text)
+        cls = get_verifier(name)
+        if pinned:
+            laws = [pinned]
+        elif samplers:
+            laws = [s for s in samplers if cls.samplers is None or s in cls.samplers]
+            if not laws:
+                raise InputError(f"verifier {name} is lossless for {'/'.join(cls.samplers)} drafts only, not "
+                                 f"{'/'.join(samplers)}; add --sampler {cls.samplers[0]} or drop --verifier {name}")
+        else:
+            laws = [cls.default_sampler]
+        for law in laws:
+            if (name, law) not in pairs:
+                pairs.append((name, law))
+            used.add(law)
+    if not pairs:
+        raise InputError("no verifier given; pass --verifier (e.g. --verifier rrs)")
+    unused = [s for s in samplers if s not in used]
+    if unused:
+        raise InputError(f"no verifier given for {unused[0]} drafts; add a verifier for them "
+                         f"(e.g. --verifier {'rrsw' if unused[0] == 'wor' else unused[0] if unused[0] in ('greedy', 'hub') else 'rrs'})")
+    runs: list[tuple[TreeShape, str, str]] = []
+    skipped: list[str] = []
+    for name, law in pairs:
+        failed = []
+        for shape in shapes:
+            try:
+                _check_combination(shape, name, law, vocab_size)
+            except (InputError, SizeLimitError) as exc:
+                failed.append((shape, exc))
+                continue
+            runs.append((shape, law, name))
+        if len(failed) == len(shapes):
+            raise failed[0][1]
+        skipped += [f"skipping {name} on {law} drafts for tree {shape.label}: {exc}" for shape, exc in failed]
+    if baselines:
+        present = {s.label for s, law, name in runs if s.kind == "static" and set(s.widths) == {1}}
+        for depth in sorted({s.depth for s in shapes}):
+            label = f"1x{depth}"
+            if label not in present:
+                runs.append((parse_tree(label), "iid", "rrs"))
+    for shape, _, _ in runs:
+        check_memory(shape.max_nodes * vocab_size * 8.0 * 3, f"a tree of {shape.max_nodes:,} nodes at V={vocab_size:,}",
+                     "use a smaller tree")
+    specs = []
+    for T in temps:
+        if baselines:
+            specs.append(DecodeSpec(None, None, None, T))
+        specs += [DecodeSpec(shape, law, name, T) for shape, law, name in runs]
+    return specs, skipped
+
+
+# --- one prompt --------------------------------------------------------------------------------
+
+@dataclass
+class PromptRun:
+    """What one (configuration, prompt) produced."""
+
+    spec: int
+    prompt: int
+    generated: list[int]
+    #: one row per step: position, tokens (the walk's, before truncation), accepted, nodes, passes,
+    #: draft model / tree bookkeeping / target model / verification seconds
+    steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 9)))
+    #: one row per verification: step, depth, n, accepted, conditional acceptance, alpha*
+    visits: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
+
+
+STEP_COLUMNS = ("position", "tokens", "accepted", "nodes", "draft_passes", "draft_seconds", "tree_seconds",
+                "target_seconds", "verify_seconds")
+VISIT_COLUMNS = ("step", "depth", "n", "accepted", "acceptance", "alpha_star")
+
+
+def _node_alpha_star(visit, sampler: str) -> float:
+    from ..bounds.chain import chain_solve
+
+    return float(chain_solve(visit.p[None, :], visit.q[None, :], visit.n, sampler=sampler, want_sets=False)[0][0])
+
+
+def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max_new_tokens: int,
+                  rng: np.random.Generator, node_metrics: bool = True,
+                  cache: VerifierCache | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Generate up to ``max_new_tokens`` tokens after ``prompt``; returns ``(ids, steps, visits)`` arrays.
+
+    Per step: grow the draft tree (:func:`~.drafting.grow_tree`), score all its
+    nodes with one ``target.tree_logits`` call, walk down
+    (:func:`~.walk.walk_per_node`) and append the walk's tokens (the last step's
+    are cut at ``max_new_tokens``; generation also ends after the target's
+    end-of-sequence token). Plain sampling (``spec.plain``) draws one token per
+    target call. ``alpha_star`` adds α* of each visited node's own draft law.
+    """
+    eos = target.eos_token_id
+    context = list(prompt)
+    generated: list[int] = []
+    steps, visits = [], []
+    T = spec.temperature
+    if spec.plain:
+        while len(generated) < max_new_tokens:
+            t0 = time.perf_counter()
+            logits = target.tree_logits(context, [-1], [-1], [0])
+            t1 = time.perf_counter()
+            y = int(sample_from_law(tempered(logits[0], T)[0], 1, rng)[0])
+            t2 = time.perf_counter()
+            steps.append((len(generated), 1, 0, 1, 0, 0.0, 0.0, t1 - t0, t2 - t1))
+            generated.append(y)
+            context.append(y)
+            if eos is not None and y == eos:
+                break
+        return generated, np.array(steps, dtype=float).reshape(-1, len(STEP_COLUMNS)), np.zeros((0, 6))
+    sampler = get_sampler(spec.sampler)
+    verifier_cls = get_verifier(spec.verifier)
+    while len(generated) < max_new_tokens:
+        tree = grow_tree(draft, context, spec.tree, sampler, T, rng)
+        t0 = time.perf_counter()
+        logits = target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
+        target_seconds = time.perf_counter() - t0
+        walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos, cache=cache,
+                             conditional_acceptance=node_metrics)
+        step = len(steps)
+        for v in walk.visits:
+            a = _node_alpha_star(v, spec.sampler) if node_metrics else math.nan
+            visits.append((step, v.depth, v.n, float(v.accepted), v.acceptance, a))
+        steps.append((len(generated), len(walk.tokens), walk.accepted, tree.size, tree.passes, tree.model_seconds,
+                      tree.bookkeeping_seconds, target_seconds, walk.seconds))
+        take = walk.tokens[: max_new_tokens - len(generated)]
+        generated += take
+        context += take
+        if eos is not None and eos in take:
+            break
+    return (generated, np.array(steps, dtype=float).reshape(-1, len(STEP_COLUMNS)),
+            np.array(visits, dtype=float).reshape(-1, len(VISIT_COLUMNS)))
+
+
+# --- many prompts ------------------------------------------------------------------------------
+
+@dataclass
+class DecodeRun:
+    """Everything a decode produced: the configurations, the prompts and one :class:`PromptRun` per pair."""
+
+    specs: list[DecodeSpec]
+    prompts: list
+    runs: list[PromptRun]
+    max_new_tokens: int
+    seed: int
+    seconds: float = 0.0
+
+
+_STATE: dict = {}  # set before forking workers: models, prompts, specs (never pickled)
+
+
+def _unit(si: int, pi: int) -> PromptRun:
+    st = _STATE
+    spec, prompt = st["specs"][si], st["prompts"][pi]
+    rng = np.random.default_rng([st["seed"], int(prompt.id), spec.stream])
+    cache = None
+    if st["reuse_verifiers"] and not spec.plain:
+        caches = st.setdefault("caches", {})
+        if si not in caches:
+            V = st["target"].vocab_size
+            caches[si] = VerifierCache(get_verifier(spec.verifier), spec.sampler, max_entries=max(16, (1 << 22) // V))
+        cache = caches[si]
+    ids, steps, visits = decode_prompt(st["target"], st["draft"], prompt.tokens, spec,
+                                       max_new_tokens=st["max_new_tokens"], rng=rng, node_metrics=st["node_metrics"],
+                                       cache=cache)
+    return PromptRun(si, pi, ids, steps, visits)
+
+
+def check_prompts(prompts, target, *, max_new_tokens: int, depth: int) -> None:
+    """Refuse prompts with ids outside the vocabulary, repeated ids, or too long for the model's context."""
+    if not prompts:
+        raise InputError("no prompts to decode")
+    ids = [p.id for p in prompts]
+    if len(set(ids)) != len(ids):
+        raise InputError("prompt ids repeat; every prompt needs its own id (it seeds its random stream)")
+    V = target.vocab_size
+    for p in prompts:
+        bad = [t for t in p.tokens if not 0 <= int(t) < V]
+        if bad:
+            raise InputError(f"prompt {p.id} has token {bad[0]} outside the vocabulary 0..{V - 1}")
+        if target.max_context is not None and len(p.tokens) + max_new_tokens + depth + 1 > target.max_context:
+            raise InputError(f"prompt {p.id} ({len(p.tokens)} tokens) + {max_new_tokens} new tokens + a tree of "
+                             f"depth {depth} exceed the model's context of {target.max_context} tokens")
+
+
+def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_tokens: int, seed: int = 0,
+               jobs: int = 1, node_metrics: bool = True, reuse_verifiers: bool = False, progress=None) -> DecodeRun:
+    """Decode every prompt with every configuration (``jobs`` processes; same results for any ``jobs``).
+
+    ``node_metrics``: see :func:`decode_prompt`. ``reuse_verifiers`` keeps a :class:`~.walk.VerifierCache` per configuration
+    (per process): identical outputs, less time where pairs repeat; the
+    verification times then no longer measure one set-up per node.
+    ``progress(k)`` is called as units finish.
+    """
+    if int(max_new_tokens) < 1:
+        raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if target.vocab_size != draft.vocab_size:
+        raise InputError(f"the target's vocabulary ({target.vocab_size:,}) differs from the draft's "
+                         f"({draft.vocab_size:,}); both models must share one vocabulary")
+    depth = max((s.tree.depth for s in specs if not s.plain), default=0)
+    check_prompts(prompts, target, max_new_tokens=max_new_tokens, depth=depth)
+    advance = progress or (lambda k=1: None)
+    _STATE.update(target=target, draft=draft, prompts=list(prompts), specs=list(specs), seed=int(seed),
+                  max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers)
+    units = [(si, pi) for si in range(len(specs)) for pi in range(len(prompts))]
+    t0 = time.perf_counter()
+    results: dict[tuple[int, int], PromptRun] = {}
+    try:
+        if jobs > 1 and len(units) > 1:
+            import multiprocessing
+
+            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                futures = {pool.submit(_unit, si, pi): (si, pi) for si, pi in units}
+                for fut in cf.as_completed(futures):
+                    results[futures[fut]] = fut.result()
+                    advance(1)
+        else:
+            for si, pi in units:
+                results[(si, pi)] = _unit(si, pi)
+                advance(1)
+    finally:
+        _STATE.clear()
+    return DecodeRun(list(specs), list(prompts), [results[u] for u in units], int(max_new_tokens), int(seed),
+                     time.perf_counter() - t0)
+
+
+__all__ = ["STEP_COLUMNS", "VISIT_COLUMNS", "DecodeRun", "DecodeSpec", "PromptRun", "check_prompts",
+           "decode_prompt", "parse_verifier", "plan_decode", "run_decode"]

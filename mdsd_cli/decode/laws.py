@@ -1,0 +1,35 @@
+"""Next-token laws from model logits at a temperature (the decoding loop's hot path)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def tempered(logits, temperature: float) -> np.ndarray:
+    """``softmax(logits / T)`` row-wise in float64, ``[M, V]`` (a ``[V]`` row gives ``[1, V]``).
+
+    The same law as :func:`mdsd_cli.distributions.softmax` (``T = 0``: one-hot on
+    the arg max, lowest index among ties; ``-inf`` gives probability 0), with
+    one cheap check in place of its input validation: a row whose maximum is
+    not finite (NaN anywhere, ``+inf``, or all ``-inf``) is refused.
+    """
+    x = np.asarray(logits, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[None, :]
+    top = x.max(axis=1, keepdims=True)
+    if not np.isfinite(top).all():
+        row = int(np.argmax(~np.isfinite(top[:, 0])))
+        raise InputError(f"model logits row {row} has NaN, +inf or only -inf values; a model must give finite "
+                         "logits (or -inf for impossible tokens)")
+    if temperature == 0:
+        out = np.zeros_like(x)
+        out[np.arange(x.shape[0]), np.argmax(x, axis=1)] = 1.0
+        return out
+    z = np.exp((x - top) / temperature)
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+__all__ = ["tempered"]

@@ -1,0 +1,71 @@
+"""Models: next-token distributions for contexts, and the built-in draft/target pairs.
+
+=================  ========================================================================
+pair               target / draft
+=================  ========================================================================
+``pydoc-ngram``    Kneser-Ney 4-gram / bigram on the Python docs topics (V = 2,380, real
+                   text; held-out prompts)
+``synthetic``      context-hashed perturbed-Zipf logits at any V, seeded (no weights)
+=================  ========================================================================
+
+The protocol (:class:`~.base.NextTokenModel`) is logits for a batch of
+contexts, plus logits at the nodes of a token tree, which a model with a KV cache
+can compute in one pass; a Hugging Face implementation plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .base import NextTokenModel, Prompt, tree_paths
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A target and a draft model over one vocabulary, with their built-in prompts."""
+
+    name: str
+    target: NextTokenModel
+    draft: NextTokenModel
+    #: ``prompts(count)`` gives ``count`` built-in prompts (held-out text, or random ids).
+    prompts: object = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.vocab_size
+
+
+#: Built-in pairs: name -> one-line description.
+MODEL_PAIRS = {
+    "pydoc-ngram": "real text: Kneser-Ney 4-gram target, bigram draft on the Python docs topics (V = 2,380); "
+                   "prompts from held-out topics",
+    "synthetic": "context-hashed perturbed-Zipf logits at any V (--vocab), seeded; prompts of random ids",
+}
+
+
+def model_pair_names() -> list[str]:
+    return list(MODEL_PAIRS)
+
+
+def load_model_pair(name: str, *, vocab: int = 1000, seed: int = 0, order: int = 2, exponent: float = 1.0,
+                    noise: float = 1.0) -> ModelPair:
+    """A built-in pair by name; ``vocab``, ``seed``, ``order``, ``exponent`` and ``noise`` shape ``synthetic``."""
+    if name == "pydoc-ngram":
+        from .ngram import held_out_prompts, pydoc_ngram_models
+
+        target, draft = pydoc_ngram_models()
+        return ModelPair(name, target, draft, prompts=held_out_prompts,
+                         metadata={"target": target.describe(), "draft": draft.describe()})
+    if name == "synthetic":
+        from .synthetic import synthetic_models, synthetic_prompts
+
+        target, draft = synthetic_models(vocab, seed=seed, order=order, exponent=exponent, noise=noise)
+        return ModelPair(name, target, draft, prompts=lambda count: synthetic_prompts(count, vocab, seed=seed),
+                         metadata={"target": target.describe(), "draft": draft.describe()})
+    raise InputError(f"unknown model pair {name!r}; choose one of: {', '.join(MODEL_PAIRS)}")
+
+
+__all__ = ["MODEL_PAIRS", "ModelPair", "NextTokenModel", "Prompt", "load_model_pair", "model_pair_names",
+           "tree_paths"]
