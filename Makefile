@@ -14,7 +14,7 @@ JOBS ?= 2
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-15s %s\n", $$1, $$2}'
-	@for e in $(EXPERIMENTS); do printf "  make %-15s %s\n" $$e "One experiment: sweep experiments/$$e.toml into results/$$e/, then its figures"; done
+	@for e in $(SWEEPS); do printf "  make %-15s %s\n" $$e "One experiment: sweep experiments/$$e.toml into results/$$e/, then its figures"; done
 
 # torch is pinned to the CPU build first (a wheel on disk here), so that the
 # extra's range is already met and pip never pulls a multi-GB CUDA build.

@@ -16,8 +16,10 @@ exact rate of rrs, kseq, nss, greedy, n = 8      one numpy.argsort              
 rrsw Monte Carlo, V = 32,000, n = 4              --                              >= 1e5 tuples/s
 chain vs primal-lp at the largest LP < 60 s      the LP's time                   >= 1e4x faster, |diff| <= 1e-6
 peak memory, α* iid for 1,024 pairs at V         the input arrays' size          <= 3x
-optimal-iid (n = 2, 4, 8), optimal-wor (n = 2):  --                              per step < 2 ms
-per-step latency, preprocessing, rate vs α*                                      (n = 4)
+optimal-iid (n = 2, 4, 8), optimal-wor (n = 2):  one numpy.argsort of a row     <= 5x (iid),
+set-up + one step per pair, at V, for a batch                                    <= 10x (wor)
+at V = 32,000 and on pydoc-ngram; see
+:mod:`mdsd_cli.bench_optimal`
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
 rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
 verified node); see :mod:`mdsd_cli.bench_decode`                                 <= 5x per node)
@@ -48,6 +50,7 @@ class BenchConfig:
     lp_vocab: int = 1000
     lp_drafts: int = 2
     memory_pairs: int = 1024
+    optimal_batch: int = 64
     decode_vocab: int = 2380
     decode_prompts: int = 2
     decode_tokens: int = 24
@@ -59,7 +62,7 @@ class BenchConfig:
     def quick(cls) -> BenchConfig:
         """Small sizes for a smoke run (seconds, not minutes)."""
         return cls(vocab=20_000, batch_vocab=4_000, batch_pairs=64, mc_vocab=4_000, mc_samples=20_000,
-                   lp_vocab=60, lp_drafts=2, memory_pairs=16, decode_prompts=1, decode_tokens=8,
+                   lp_vocab=60, lp_drafts=2, memory_pairs=16, optimal_batch=8, decode_prompts=1, decode_tokens=8,
                    decode_optimal_tokens=3, repeats=3)
 
 
@@ -218,30 +221,9 @@ def run_benchmarks(config: BenchConfig = BenchConfig(), *, figures=FIGURES, prog
         del P, Q
         advance()
     if "optimal" in figures:
-        from .bounds import optimal_acceptance as bound
-        from .verifiers.optimal import OptimalIID, OptimalWOR
+        from .bench_optimal import optimal_rows
 
-        rng = np.random.default_rng(config.seed)
-        Ps, Qs = random_pairs(1, 256, config.seed)
-        OptimalIID(Ps[0], Qs[0], 2)  # compile the kernels outside the preprocessing timing
-        for cls, n in ((OptimalIID, 2), (OptimalIID, 4), (OptimalIID, 8), (OptimalWOR, 2)):
-            t0 = time.perf_counter()
-            v = cls(p, q, n)
-            prep = time.perf_counter() - t0
-            drafts = v.draft_sampler.sample(q, n, rng, 256)
-            steps = 256
-
-            def one_step_each(v=v, drafts=drafts):
-                for row in drafts:  # one verification step at a time, as in decoding
-                    v.sample(row[None, :], rng)
-
-            stats = timed(one_step_each, R)
-            per_step = tuple(x / steps for x in stats)
-            gap = bound(p, q, n, sampler=v.sampler) - (v.exact_rate() or float("nan"))
-            target = 2e-3
-            rows.append(_row(f"{cls.name} per step", n, V, 1, per_step, "-", None, target="< 2 ms per step",
-                             ratio=per_step[0] * 1e3, passed=per_step[0] < target,
-                             note=f"per-step ms in ratio; preprocessing {prep:.2f} s; alpha* - rate = {gap:.1e}"))
+        rows += optimal_rows(config, _row, vocab_pairs=1, repeats=R)
         advance()
     return rows
 

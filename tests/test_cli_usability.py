@@ -199,9 +199,17 @@ def test_cli_messages_name_flags_and_library_messages_keywords(tmp_path):
 
 def test_make_help_lists_every_target():
     makefile = (ROOT / "Makefile").read_text()
-    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
-    experiments = re.search(r"^EXPERIMENTS :=(.*)$", makefile, re.M).group(1).split()
-    targets = [t for t in phony if t != "$(EXPERIMENTS)"] + experiments
+    variables = dict(re.findall(r"^([A-Z]+) :=(.*)$", makefile, re.M))
+
+    def expand(words):
+        out = []
+        for w in words.split():
+            m = re.fullmatch(r"\$\((\w+)\)", w)
+            out += expand(variables[m.group(1)]) if m else [w]
+        return out
+
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1)
+    targets = expand(phony)
     out = subprocess.run(["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     listed = {line.split()[1] for line in out.stdout.splitlines() if line.strip().startswith("make ")}
@@ -237,8 +245,8 @@ def test_install_advice_names_the_clone_not_a_package_index_name(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if the extra were not installed
     with pytest.raises(Exception, match=r"pip install -e '\.\[hf\]'"):
         hf._import_hf()
-    readme = (ROOT / "README.md").read_text()
-    assert "pip install 'mdsd[hf]'" not in readme and "pip install -e '.[hf]'" in readme
+    docs = "".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    assert "pip install 'mdsd[hf]'" not in docs and "pip install -e '.[hf]'" in (ROOT / "docs" / "data.md").read_text()
 
 
 def test_verify_says_up_front_where_a_long_monte_carlo_run_goes(monkeypatch):

@@ -66,7 +66,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: A quick example block must finish within this many seconds (slack for a loaded machine).
 BLOCK_LIMIT = 30.0
 #: Table and CSV columns that hold wall times, dropped before comparing.
-TIMING_COLUMNS = {"seconds"}
+TIMING_COLUMNS = {"seconds", "tokens_per_second"}
 #: README.md must stay below this many bytes: a front door, the depth is in docs/.
 README_LIMIT = 12_000
 
@@ -380,13 +380,22 @@ def test_console_example_output_matches_the_document(block, example_env, tmp_pat
 
 # --- Python examples -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
-def test_python_example_matches_the_document(block, example_env, tmp_path, monkeypatch):
+PYTHON_DOCS = sorted({b.doc for b in PYTHON})
+
+
+@pytest.mark.parametrize("doc", PYTHON_DOCS, ids=rel)
+def test_python_examples_match_the_document(doc, example_env, tmp_path, monkeypatch):
+    """The ``pycon`` blocks of one document run in order, sharing their names (a page builds
+    its examples on each other, as a reader's session would)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MDSD_CACHE_DIR", example_env["MDSD_CACHE_DIR"])
-    test = doctest.DocTestParser().get_doctest("\n".join(block.lines), {}, block.id, str(block.doc), block.line)
-    assert test.examples, f"{block.id}: a pycon block without '>>>' examples"
+    globs: dict = {}
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report: list[str] = []
-    runner.run(test, out=report.append)
+    for block in (b for b in PYTHON if b.doc == doc):
+        test = doctest.DocTestParser().get_doctest("\n".join(block.lines), globs, block.id, str(block.doc),
+                                                   block.line)
+        assert test.examples, f"{block.id}: a pycon block without '>>>' examples"
+        runner.run(test, out=report.append, clear_globs=False)
+        globs = test.globs  # DocTest copies its globals: carry them to the next block
     assert runner.failures == 0, "".join(report)

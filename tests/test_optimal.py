@@ -202,3 +202,161 @@ def test_optimal_on_real_text_at_low_temperature(tmp_path, monkeypatch, name):
         v = VERIFIERS[name](p, q, 2)
         assert v.exact_rate() == pytest.approx(optimal_acceptance(p, q, 2, sampler=sampler), abs=1e-9)
     assert sampled_output_test(v, 100_000, np.random.default_rng(5)).pvalue > 1e-4  # V = 2,380: too many to enumerate
+
+
+# --- the left-curtain choice of optimal-iid --------------------------------------------------
+
+def _piece_value(a, b, n):
+    """Integral of n u^(n-1) over [a, b] in the factored form (no cancellation)."""
+    return (b - a) * sum(b**k * a ** (n - 1 - k) for k in range(n))
+
+
+def curtain_candidate_law(v: OptimalIID, block: int, *, direction=None):
+    """The law of the chosen draft in one block, from the coupling's pieces alone: each token's
+    marks are lambda-mixtures of parts A and B of its chunk, so c_y = q_y * E[n u^(n-1)]."""
+    from mdsd_cli.verifiers.curtain import Curtain
+
+    ch = v.chain
+    a, e = int(ch.cuts[block]), int(ch.cuts[block + 1])
+    cur = v.curtain(block) if direction is None else Curtain(ch.qs[a:e], ch.ts[a:e], ch.later_mass(block),
+                                                             v.n, direction=direction)
+    pos = np.arange(e - a)
+    live = ch.qs[a:e] > 0
+    chunk = cur.chunk_of(pos)
+    lam = cur.part_a_probability(chunk, np.where(live, ch.ts[a:e] / np.where(live, ch.qs[a:e], 1.0), 0.0))
+    c = np.zeros(e - a)
+    for i in np.flatnonzero(live):
+        law = cur.densities(chunk[i], lam[i])
+        c[i] = ch.qs[a + i] * sum(w * _piece_value(lo, hi, v.n) / (hi - lo) for lo, hi, w in law if hi > lo)
+    return c, cur
+
+
+def test_curtain_pieces_tile_the_block_and_give_the_candidate_law_at_large_vocabulary():
+    """An exact check without enumeration: the marks of every chunk tile the block's axis
+    [o, o + Q_B] exactly once, and each token's law c_y = q_y E[n u^(n-1)] equals t_y."""
+    from mdsd_cli import zipf_pairs
+
+    pair = zipf_pairs(1, 20_000, seed=5)
+    for n in (2, 3, 8):
+        v = OptimalIID(pair.target[0], pair.draft[0], n)
+        ch = v.chain
+        for b in range(len(ch.cuts) - 1):
+            a, e = int(ch.cuts[b]), int(ch.cuts[b + 1])
+            c, cur = curtain_candidate_law(v, b)
+            np.testing.assert_allclose(c, ch.ts[a:e], rtol=1e-11, atol=1e-15)
+            pieces = sorted((lo, hi) for k in range(cur.chunks) for part in cur._parts(k) for lo, hi in part)
+            o = ch.later_mass(b)
+            assert pieces[0][0] == pytest.approx(o, abs=1e-14) and pieces[-1][1] == pytest.approx(
+                o + ch.qs[a:e].sum(), abs=1e-13)
+            gaps = np.array([nxt[0] - cur_[1] for cur_, nxt in zip(pieces[:-1], pieces[1:])])
+            assert np.abs(gaps).max() <= 1e-14  # no overlap, no hole
+            assert cur.chunks < (e - a) / 10 or e - a < 100  # chunks, not one root per token
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_both_directions_of_the_curtain_are_exact(direction):
+    rng = np.random.default_rng(31)
+    for _ in range(60):
+        p, q = random_pair(rng, int(rng.integers(3, 9)))
+        v = OptimalIID(p, q, int(rng.integers(2, 6)))
+        for b in range(len(v.chain.cuts) - 1):
+            a, e = int(v.chain.cuts[b]), int(v.chain.cuts[b + 1])
+            c, _ = curtain_candidate_law(v, b, direction=direction)
+            np.testing.assert_allclose(c, v.chain.ts[a:e], rtol=1e-10, atol=1e-14)
+
+
+def special_pairs(rng):
+    """The cases the fast path specialises: long flat tails, tied ratios, single-token blocks,
+    a draft token with q near 1, and p = 0 where q > 0 (and p = q = 0)."""
+    V = 7
+    tail = np.full(V, 1e-9)
+    yield np.array([0.5, 0.3, 0.2, 0, 0, 0, 0]) + tail, np.array([0.2, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1]) + tail
+    q = rng.dirichlet(np.ones(V))
+    yield q * np.array([2, 2, 2, 1, 1, 0.5, 0.5]), q  # three groups of tied p/q
+    yield np.array([0.9, 0.05, 0.05, 0, 0, 0, 0]), np.array([0.01, 0.01, 0.01, 0.3, 0.3, 0.37, 0.0])
+    q = np.concatenate(([1 - 1e-12], np.full(V - 1, 1e-12 / (V - 1))))
+    yield rng.dirichlet(np.ones(V)), q  # cold drafts
+    yield np.array([0.4, 0.3, 0.3, 0, 0, 0, 0]), np.array([0.1, 0.1, 0.1, 0.2, 0.2, 0.3, 0.0])  # p = 0 < q
+    p = q = np.array([0.25, 0.25, 0.25, 0.25, 0, 0, 0])
+    yield p, q
+
+
+def test_optimal_iid_on_the_cases_its_fast_path_specialises():
+    rng = np.random.default_rng(8)
+    for p, q in special_pairs(rng):
+        p, q = p / p.sum(), q / q.sum()
+        for n in (2, 3, 4):
+            v = OptimalIID(p, q, n)
+            assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
+            bound = optimal_acceptance(p, q, n, solver="subsets")
+            assert enumerated_rate(v) == pytest.approx(bound, abs=1e-12), (p, q, n)
+            assert v.exact_rate() == pytest.approx(bound, abs=1e-12)
+
+
+def test_compiled_chain_plan_equals_the_numpy_reference():
+    from mdsd_cli.verifiers.candidate import iid_chain, iid_chain_numpy
+
+    rng = np.random.default_rng(12)
+    for trial in range(200):
+        V = int(rng.integers(1, 40))
+        p, q = random_pair(rng, V)
+        if trial % 4 == 0:  # exact ties computed a few ulp apart, as an n-gram backoff gives
+            p = q * 3.0 / (1 + 2 * q.sum()) + 0.0
+            p /= p.sum()
+        n = int(rng.integers(1, 9))
+        a, b = iid_chain(p, q, n), iid_chain_numpy(p, q, n)
+        assert a.K == b.K and a.first_tail == b.first_tail
+        np.testing.assert_allclose(a.ts[a.positions(np.arange(V))], b.ts[b.positions(np.arange(V))],
+                                   rtol=1e-12, atol=1e-15)
+        assert a.alpha == pytest.approx(b.alpha, abs=1e-14)
+        inverse = np.empty(V, dtype=np.int64)
+        inverse[a.order] = np.arange(V)
+        np.testing.assert_array_equal(a.positions(np.arange(V)), inverse)  # the binary search
+
+
+def test_the_pure_python_kernels_agree_with_the_compiled_ones():
+    from mdsd_cli._jit import numba_enabled
+    from mdsd_cli.verifiers import _optimal_kernels as k
+    from mdsd_cli.verifiers.candidate import _packed_chain_order
+
+    if not numba_enabled():
+        pytest.skip("numba is off: the plain functions are the only ones")
+    rng = np.random.default_rng(4)
+    p, q = random_pair(rng, 300, zeros=True)
+    order, shift = _packed_chain_order(p, q)
+    outs = []
+    for fn in (k._chain_plan, k._chain_plan.py_func):
+        V = p.size
+        arrays = (np.empty(V), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1), np.empty(V + 2, np.int64))
+        res = fn(p, q, order.copy(), shift, 3, 1e-12, *arrays)
+        outs.append((res, arrays))
+    (r1, a1), (r2, a2) = outs
+    assert r1[:2] == r2[:2] and r1[2] == pytest.approx(r2[2], abs=1e-15)
+    for x, y in zip(a1, a2):
+        np.testing.assert_allclose(x[: r1[1]] if x.dtype == np.int64 else x, y[: r1[1]] if y.dtype == np.int64 else y)
+    v = OptimalIID(p, q, 3)
+    ch = v.chain
+    a, e = int(ch.cuts[-2]), int(ch.cuts[-1])
+    m = e - a
+    args = (np.ascontiguousarray(ch.qs[a:e][::-1]), np.ascontiguousarray(ch.ts[a:e][::-1]), 0.0, 3, 1.0, 4, 64,
+            1e-13, m + 1)
+    res = []
+    for fn in (k._curtain, k._curtain.py_func):
+        arrays = (np.empty(m, np.int64), np.empty(m), np.empty(m), np.empty(m), np.empty(m),
+                  np.empty(m + 1, np.int64), np.empty(3 * m + 3), np.empty(3 * m + 3))
+        res.append((fn(*args, *arrays), arrays))
+    assert res[0][0] == res[1][0]
+    for x, y in zip(res[0][1], res[1][1]):
+        np.testing.assert_allclose(x[: res[0][0][0]], y[: res[0][0][0]], rtol=1e-13)
+
+
+def test_one_step_builds_only_the_block_it_reaches():
+    from mdsd_cli import zipf_pairs
+
+    pair = zipf_pairs(1, 5000, seed=2)
+    p, q = pair.target[0], pair.draft[0]
+    v = OptimalIID(p, q, 4)
+    assert len(v.chain.cuts) - 1 >= 2 and not v._curtains  # set-up builds no coupling
+    drafts = np.array([[int(v.chain.order[-1])] * 4])  # four drafts of the last token: the last block
+    v.sample(drafts, np.random.default_rng(0))
+    assert list(v._curtains) == [len(v.chain.cuts) - 2]

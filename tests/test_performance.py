@@ -77,8 +77,13 @@ def test_run_benchmarks_quick_gives_every_figure():
         (v, V) for V in (2380, 3000) for v in ("rrs,", "kseq,", "optimal-iid,")]
     assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
     optimal = [r for r in rows if r["figure"].startswith("optimal")]
-    assert [r["n"] for r in optimal] == [2, 4, 8, 2]
-    assert all("alpha* - rate" in r["note"] for r in optimal)
+    assert [(r["figure"].split(" per pair")[0], r["n"]) for r in optimal] == [
+        ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), ("optimal-wor", 2), ("optimal-iid", 4),
+        ("optimal-iid", 4), ("optimal-iid", 4), ("optimal-iid", 5), ("optimal-iid", 5), ("optimal-iid", 5)]
+    for r in optimal:  # the whole cost per pair, split into set-up and step, and the rate at alpha*
+        assert "set-up" in r["note"] and "step" in r["note"] and r["baseline_s"] > 0
+        gap = float(r["note"].split("alpha* - rate = ")[1].split(";")[0])
+        assert abs(gap) < 1e-9
 
 
 def test_bench_command_table_and_bad_figure():

@@ -9,8 +9,8 @@ import typer
 
 from ..errors import DataFileError, InputError
 from ..io import atomic_write_text, build_manifest, check_output_path, write_table
-from .console import emit_table, info, progress_bar, warn
-from .options import FormatOpt, OutOpt, QuietOpt
+from .console import emit_table, info, show_progress, warn
+from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
 MODEL_PANEL = "Models and prompts"
 DECODE_PANEL = "Decoding"
@@ -140,6 +140,7 @@ def decode(
                                         dir_okay=False, rich_help_panel=OUTPUT_PANEL),
     no_timing: bool = typer.Option(False, "--no-timing", help="Leave out the wall-time columns.",
                                    rich_help_panel=OUTPUT_PANEL),
+    progress: ProgressOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
     """Generate with draft trees: tokens per target call, acceptance by depth, time and speed-up.
@@ -189,7 +190,7 @@ def decode(
         warn(message)
     prompt_list = _prompts(pair, str(settings["prompts"]))
     units = len(specs) * len(prompt_list)
-    with progress_bar("decode", units, quiet=quiet) as advance:
+    with show_progress("decode", units, mode=progress, quiet=quiet) as advance:
         run = run_decode(pair.target, pair.draft, prompt_list, specs, max_new_tokens=settings["max_new_tokens"],
                          seed=settings["seed"], jobs=jobs, node_metrics=settings["node_metrics"],
                          reuse_verifiers=settings["reuse_verifiers"], progress=advance)

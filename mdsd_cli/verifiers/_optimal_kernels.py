@@ -317,29 +317,22 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
     return chunks, pieces
 
 
-@_jit
-def _after(ra, ia, rb, ib):
-    """Whether chain entry ``(ra, ia)`` belongs after ``(rb, ib)``: by ``q/p`` (NaN last), then index."""
-    if np.isnan(ra) or np.isnan(rb):
-        if np.isnan(ra) and np.isnan(rb):
-            return ia > ib
-        return np.isnan(ra)
-    if ra != rb:
-        return ra > rb
-    return ia > ib
+#: Ratios ``q/p`` closer than this (relative) count as tied on the chain: exactly tied
+#: ratios (thousands in an n-gram pair) come out of the division a few ulp apart.
+KEY_TIE = 4e-15
 
 
 @_jit
-def _chain_plan(p, q, order, n, tight, qs, ps, rs, ts, sq, cuts):
+def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     """The iid chain in a few sequential passes (see :func:`~mdsd_cli.verifiers.candidate.iid_chain`).
 
-    ``order`` comes from a sort of truncated keys (ties and near-ties by index); it is
-    first repaired in place into the exact chain: tokens by increasing ``q/p``
+    ``order`` comes from a value sort of keys truncated by ``shift`` bits (runs of equal
+    truncated keys in index order); each such run is sorted here by its exact keys
+    (stably), which makes ``order`` the exact chain: tokens by increasing ``q/p``
     (``rs``: +inf where p = 0 < q, NaN where p = q = 0, after everything), ties by
-    index. Fills ``qs, ps`` (q, p along the
-    chain), ``rs``, ``sq`` (suffix sums of ``qs``, ``sq[V] = 0``), ``ts`` (the
-    candidate law along the chain) and ``cuts`` (block boundaries); returns
-    ``(K, number of cuts, alpha)``.
+    index; a run tied to :data:`KEY_TIE` keeps its index order and gets one key. Fills ``qs, ps`` (q, p along the chain), ``rs``, ``sq`` (suffix sums of
+    ``qs``, ``sq[V] = 0``), ``ts`` (the candidate law along the chain) and ``cuts``
+    (block boundaries); returns ``(K, number of cuts, alpha)``.
     """
     V = order.shape[0]
     for k in range(V):
@@ -347,17 +340,40 @@ def _chain_plan(p, q, order, n, tight, qs, ps, rs, ts, sq, cuts):
         qs[k] = q[y]
         ps[k] = p[y]
         if ps[k] > 0.0:
-            rs[k] = qs[k] / ps[k]
+            rs[k] = abs(qs[k] / ps[k])
         else:  # p = 0 < q: +inf; p = q = 0: NaN, after everything
             rs[k] = np.inf if qs[k] > 0.0 else np.nan
-        # insertion step: only near-ties of the truncated sort are out of place
-        j = k
-        while j > 0 and _after(rs[j - 1], order[j - 1], rs[j], order[j]):
-            rs[j - 1], rs[j] = rs[j], rs[j - 1]
-            qs[j - 1], qs[j] = qs[j], qs[j - 1]
-            ps[j - 1], ps[j] = ps[j], ps[j - 1]
-            order[j - 1], order[j] = order[j], order[j - 1]
-            j -= 1
+    bits = rs.view(np.int64)
+    start = 0
+    for k in range(1, V + 1):
+        if k < V and (bits[k] >> shift) == (bits[start] >> shift):
+            continue
+        if k - start > 1 and not np.isnan(rs[start]):  # a run of near-ties
+            lo = rs[start]
+            hi = rs[start]
+            ordered = True
+            for i in range(start + 1, k):
+                ordered = ordered and rs[i] >= rs[i - 1]
+                lo = min(lo, rs[i])
+                hi = max(hi, rs[i])
+            if ordered:
+                start = k
+                continue
+            if hi <= lo * (1.0 + KEY_TIE):  # tied up to rounding (n-gram backoff): keep the
+                for i in range(start, k):  # index order, with one key for the run
+                    rs[i] = lo
+                start = k
+                continue
+            idx = np.argsort(rs[start:k], kind="mergesort")
+            sub_q = qs[start:k][idx]
+            sub_p = ps[start:k][idx]
+            sub_r = rs[start:k][idx]
+            sub_o = order[start:k][idx]
+            qs[start:k] = sub_q
+            ps[start:k] = sub_p
+            rs[start:k] = sub_r
+            order[start:k] = sub_o
+        start = k
     Pc = np.empty(V + 1)
     Qc = np.empty(V + 1)
     Pc[0] = 0.0
@@ -470,9 +486,16 @@ def _chain_plan(p, q, order, n, tight, qs, ps, rs, ts, sq, cuts):
     cuts[ncut] = V
     ncut += 1
     alpha = 0.0
+    comp = 0.0  # Neumaier's compensation: alpha to the last bit, not V roundings
     for k in range(V):
-        alpha += ts[k] if ts[k] < ps[k] else ps[k]
-    return K, ncut, alpha
+        x = ts[k] if ts[k] < ps[k] else ps[k]
+        total = alpha + x
+        if abs(alpha) >= abs(x):
+            comp += (alpha - total) + x
+        else:
+            comp += (x - total) + alpha
+        alpha = total
+    return K, ncut, alpha + comp
 
 
 @_jit

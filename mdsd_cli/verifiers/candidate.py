@@ -23,6 +23,7 @@ inside a block is the concrete verifier's business
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,8 +152,8 @@ class IIDChain:
     _inverse: np.ndarray | None = None
 
     def positions(self, tokens) -> np.ndarray:
-        """Chain positions of ``tokens``: binary search on ``(q/p, index)`` for a few
-        tokens, the inverse permutation (built once) for many."""
+        """Chain positions of ``tokens``: binary search on ``q/p`` for a few tokens, the
+        inverse permutation (built once) for many."""
         tokens = np.asarray(tokens, dtype=np.int64)
         if self._inverse is not None or tokens.size > 64:
             if self._inverse is None:
@@ -160,12 +161,13 @@ class IIDChain:
                 self._inverse[self.order] = np.arange(self.order.size)
             return self._inverse[tokens]
         flat = tokens.ravel()
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             pf, qf = self.p[flat], self.q[flat]
-            key = np.where(pf > 0, qf / np.where(pf > 0, pf, 1.0), np.where(qf > 0, np.inf, np.nan))
-        lo = np.searchsorted(self.rs, key, side="left")
-        hi = np.searchsorted(self.rs, key, side="right")
-        out = np.array([a + int(np.searchsorted(self.order[a:b], y)) for a, b, y in zip(lo, hi, flat)],
+            key = np.where(pf > 0, np.abs(qf / np.where(pf > 0, pf, 1.0)), np.where(qf > 0, np.inf, np.nan))
+        # runs of ratios tied to rounding share one key (see _optimal_kernels.KEY_TIE)
+        lo = np.searchsorted(self.rs, key * (1.0 - 1e-14), side="left")
+        hi = np.searchsorted(self.rs, key * (1.0 + 1e-14), side="right")
+        out = np.array([a + int(np.flatnonzero(self.order[a:b] == y)[0]) for a, b, y in zip(lo, hi, flat)],
                        dtype=np.int64)
         return out.reshape(tokens.shape)
 
@@ -193,7 +195,7 @@ def _packed_chain_order(p, q):
     packed |= np.arange(V, dtype=np.int64)
     packed.sort()
     packed &= (1 << shift) - 1
-    return packed
+    return packed, shift
 
 
 def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
@@ -208,10 +210,10 @@ def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
     V = p.size
     # a value sort of truncated keys (ties and near-ties by index), which the kernel
     # repairs into the exact chain: cheaper than an argsort
-    order = _packed_chain_order(p, q)
+    order, shift = _packed_chain_order(p, q)
     qs, ps, rs, ts, sq = np.empty(V), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1)
     cuts = np.empty(V + 2, dtype=np.int64)
-    K, ncut, alpha = _chain_plan(p, q, order, n, TIGHT, qs, ps, rs, ts, sq, cuts)
+    K, ncut, alpha = _chain_plan(p, q, order, shift, n, TIGHT, qs, ps, rs, ts, sq, cuts)
     cuts = cuts[:ncut]
     first_tail = int(np.searchsorted(cuts, K, side="left"))
     return IIDChain(order, qs, ps, ts, int(K), cuts, first_tail, float(alpha), sq, rs, p, q)
@@ -220,8 +222,8 @@ def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
 def iid_chain_numpy(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
     """:func:`iid_chain` in numpy (the reference the compiled kernel is tested against)."""
     V = p.size
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.where(q > 0, np.inf, np.nan))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.where(p > 0, np.abs(q / np.where(p > 0, p, 1.0)), np.where(q > 0, np.inf, np.nan))
     order = np.lexsort((np.arange(V), key))  # ties by index, as the compiled kernel
     qs, ps = q[order], p[order]
     Qc = np.concatenate(([0.0], np.cumsum(qs)))
@@ -250,7 +252,7 @@ def iid_chain_numpy(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
     tight[[0, K, V]] = True
     cuts = np.flatnonzero(tight)
     first_tail = int(np.searchsorted(cuts, K, side="left"))
-    alpha = float(np.minimum(ps, ts).sum())
+    alpha = math.fsum(np.minimum(ps, ts))
     rs = key[order]
     return IIDChain(order, qs, ps, ts, K, cuts, first_tail, alpha, sq, rs, p, q)
 
@@ -293,7 +295,7 @@ class CandidateVerifier(PreparedVerifier):
         tokens = np.asarray(tokens)
         c = self.candidate_mass(tokens)
         p = self.p[tokens]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.where(c > 0, np.minimum(1.0, p / np.where(c > 0, c, 1.0)), 0.0)
 
     def output_law(self, drafts):

@@ -117,7 +117,7 @@ class Curtain:
         chunk = np.asarray(chunk)
         rho = np.asarray(rho, dtype=np.float64)
         m_a, m_b = self.m_a[chunk], self.m_b[chunk]
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             lam = np.where(np.isnan(m_a), 1.0, (rho - m_b) / (m_a - m_b))
         return np.clip(lam, 0.0, 1.0)
 
@@ -148,22 +148,23 @@ class Curtain:
         return parts
 
     def densities(self, chunk, lam):
-        """The piecewise-uniform law of one mark: ``[(start, end, density), ...]``."""
+        """The piecewise-uniform law of one mark: ``[(start, end, probability), ...]``
+        (probabilities, not densities: a piece may be too short for its density to be finite)."""
         c = int(chunk)
         a_mass, b_mass = self.split[c], self.total[c] - self.split[c]
         part_a, part_b = self._parts(c)
         out = []
         if a_mass > 0 and lam > 0:
-            out += [(lo, hi, lam / a_mass) for lo, hi in part_a]
+            out += [(lo, hi, lam * ((hi - lo) / a_mass)) for lo, hi in part_a]
         if b_mass > 0 and lam < 1:
-            out += [(lo, hi, (1.0 - lam) / b_mass) for lo, hi in part_b]
+            out += [(lo, hi, (1.0 - lam) * ((hi - lo) / b_mass)) for lo, hi in part_b]
         return out
 
 
 def win_probabilities(laws, n_quad):
     """``P(mark_i is the largest)`` for independent piecewise-uniform marks.
 
-    ``laws[i]`` is a list of ``(start, end, density)``; the product of CDFs is a
+    ``laws[i]`` is a list of ``(start, end, probability)``; the product of CDFs is a
     polynomial on each piece between breakpoints, integrated exactly by
     Gauss-Legendre with ``n_quad`` nodes (exact for degree ``2 n_quad - 1``).
     """
@@ -176,16 +177,18 @@ def win_probabilities(laws, n_quad):
     for lo, hi in zip(points[:-1], points[1:]):
         if hi <= lo:
             continue
-        us = 0.5 * (lo + hi) + 0.5 * (hi - lo) * xg
-        F = np.zeros((k, us.size))
-        f = np.zeros(k)
+        frac = 0.5 * (xg + 1.0)  # nodes as fractions of [lo, hi]
+        F = np.zeros((k, frac.size))
+        mass = np.zeros(k)  # each mark's probability on [lo, hi]
         for i, law in enumerate(laws):
-            for a, b, d in law:
-                F[i] += d * np.clip(us - a, 0.0, b - a)
-                if a <= lo and hi <= b:
-                    f[i] += d
+            for a, b, w in law:
+                if b <= lo:
+                    F[i] += w
+                elif a < hi:  # [lo, hi] lies inside [a, b]
+                    F[i] += w * ((lo - a) / (b - a) + (hi - lo) / (b - a) * frac)
+                    mass[i] += w * ((hi - lo) / (b - a))
         for i in range(k):
-            if f[i] > 0:
+            if mass[i] > 0:
                 others = np.prod(np.delete(F, i, axis=0), axis=0)
-                win[i] += f[i] * 0.5 * (hi - lo) * float(wg @ others)
+                win[i] += mass[i] * 0.5 * float(wg @ others)
     return win

@@ -73,7 +73,7 @@ class OptimalIID(CandidateVerifier):
             return super().accept_probability(tokens)
         pos = self.chain.positions(tokens)
         ps, ts = self.chain.ps[pos], self.chain.ts[pos]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return np.where(ts > 0, np.minimum(1.0, ps / np.where(ts > 0, ts, 1.0)), 0.0)
 
     def _residual_weights(self):
