@@ -183,8 +183,8 @@ def _paired_ratio(a: pd.DataFrame, b: pd.DataFrame):
     Linearisation of the ratio estimator, paired by prompt: prompt i contributes
     u_i = (T_ai - tau_a S_ai)/mean(S_a) - (T_bi - tau_b S_bi)/mean(S_b), and se = sqrt(m/(m-1) sum u_i^2)/m.
     """
-    both = a.set_index("prompt")[["walk_tokens", "target_calls"]].join(
-        b.set_index("prompt")[["walk_tokens", "target_calls"]], lsuffix="_a", rsuffix="_b", how="inner")
+    both = a[["prompt", "walk_tokens", "target_calls"]].merge(
+        b[["prompt", "walk_tokens", "target_calls"]], on="prompt", suffixes=("_a", "_b"), how="inner")
     m = len(both)
     Ta, Sa, Tb, Sb = (both[c].to_numpy(float) for c in ("walk_tokens_a", "target_calls_a", "walk_tokens_b",
                                                          "target_calls_b"))

@@ -54,7 +54,7 @@ class BenchConfig:
     decode_vocab: int = 2380
     decode_prompts: int = 2
     decode_tokens: int = 24
-    decode_optimal_tokens: int = 4
+    decode_optimal_tokens: int = 24
     repeats: int = 5
     seed: int = 0
 

@@ -46,7 +46,7 @@ def decode_overhead_rows(config, timed, row) -> list[dict]:
         for verifier in ("rrs", "kseq", "optimal-iid"):
             tokens = config.decode_tokens
             if verifier == "optimal-iid" and V > config.decode_vocab:
-                tokens = config.decode_optimal_tokens  # seconds per node today
+                tokens = config.decode_optimal_tokens
             specs, _ = plan_decode(["4x3"], [verifier], temperatures=[1.0], vocab_size=V, baselines=False)
             run = run_decode(target, draft, prompts, specs, max_new_tokens=tokens, seed=config.seed,
                              node_metrics=False)
