@@ -23,9 +23,9 @@ at V = 32,000 and on pydoc-ngram; see
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
 rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
 verified node); see :mod:`mdsd_cli.bench_decode`                                 <= 5x per node)
-mdsd audit's harness, battery at n = 3, with a   the calls' own time             <= 0.2
-numpy RRS (and a trivial callable); see
-:mod:`mdsd_cli.bench_audit`
+mdsd audit's harness, battery at n = 3, with a   the same calls in a plain loop  <= 0.2
+numpy RRS; with a trivial callable, calls/s;                                     >= 5e5 calls/s
+see :mod:`mdsd_cli.bench_audit`
 ===============================================  ==============================  ==========
 """
 
