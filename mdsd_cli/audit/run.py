@@ -13,7 +13,7 @@ from ..samplers import get_sampler
 from .betting import DirectionalBettingTest, learned_direction
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
 from .report import ERROR, LOSSY, PASSED, AuditReport, CaseResult, TupleEvidence
-from .strata import Strata, stratify
+from .strata import Strata, sampled_strata, stratify
 
 #: Fewest calls a case may get.
 MIN_CALLS_PER_CASE = 100
@@ -131,7 +131,7 @@ class CaseRun:
     """The audit of one case, advanced one round at a time."""
 
     def __init__(self, fn, case: AuditCase, index: int, *, sampler: str, n: int, budget: int, seed: int,
-                 level: float, dtype: str, law=None):
+                 level: float, dtype: str, law=None, stratified: bool = True):
         from ..bounds import optimal_acceptance
 
         self.fn, self.case, self.index, self.level = fn, case, index, level
@@ -141,7 +141,8 @@ class CaseRun:
         self.V = self.p.size
         self.alpha_star = float(optimal_acceptance(self.p, self.q, n, sampler=sampler))
         limit = max(1, min(MAX_STRATA, budget // CALLS_PER_STRATUM))
-        self.strata: Strata = stratify(self.sampler, self.q, n, max_strata=limit)
+        self.strata: Strata = (stratify(self.sampler, self.q, n, max_strata=limit) if stratified
+                               else sampled_strata())
         G = self.strata.num_strata
         self.test = DirectionalBettingTest(self.p, self.strata.stratum_weight)
         self.counts = np.zeros((G, self.V), dtype=np.int64)
@@ -375,7 +376,7 @@ def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str =
 
 def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget: int = 1_000_000,
                    alpha: float = 0.01, seed: int = 0, law=None, dtype: str = "float64", fail_fast: bool = False,
-                   random_count: int = 10, progress=None) -> AuditReport:
+                   random_count: int = 10, stratified: bool = True, progress=None) -> AuditReport:
     """Audit a verifier function: is its output distributed as ``p``, and how far is its acceptance from α*?
 
     Parameters
@@ -407,6 +408,9 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         Stop every case as soon as one is found lossy or failing.
     random_count : int
         Number of cases for ``cases="random"``.
+    stratified : bool
+        False: draw every tuple from the sampler (plain Monte Carlo of the output law, one
+        stratum), to measure what stratification gains; no tuple is then named as evidence.
     progress : callable, optional
         Called with the number of calls made after every round.
 
@@ -431,8 +435,8 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         raise InputError(f"a budget of {budget:,} calls gives {per_case} per case for {len(case_list)} cases; "
                          f"give at least {MIN_CALLS_PER_CASE * len(case_list):,}")
     level = alpha / len(case_list)
-    runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law)
-            for i, c in enumerate(case_list)]
+    runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law,
+                    stratified=stratified) for i, c in enumerate(case_list)]
     advance = progress or (lambda k: None)
     for run in runs:
         if not run.active:
