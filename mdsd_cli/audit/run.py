@@ -20,8 +20,10 @@ MIN_CALLS_PER_CASE = 100
 #: Strata are at most this many, and at most one per this many calls of the case's budget.
 MAX_STRATA = 20_000
 CALLS_PER_STRATUM = 10
-#: Rounds grow by this factor, from a fiftieth of the case's budget (at least 200 calls) ...
+#: Rounds grow by this factor, from FIRST_ROUND_SHARE of the case's budget (at least MIN_ROUND calls) ...
 ROUND_GROWTH = 1.5
+FIRST_ROUND_SHARE = 1 / 500
+MIN_ROUND = 200
 #: ... up to this many calls.
 MAX_ROUND = 50_000
 #: An exact law must equal p to this tolerance.
@@ -151,7 +153,7 @@ class CaseRun:
         self.member_calls = np.zeros(self.strata.num_tuples, dtype=np.int64)
         self.impossible = 0
         self.done = 0
-        self.round = max(200, budget // 50)
+        self.round = max(MIN_ROUND, int(budget * FIRST_ROUND_SHARE))
         self.status, self.reason = PASSED, ""
         self.exact_error, self.exact_acceptance = math.nan, None
         self.design_rng = np.random.default_rng(np.random.SeedSequence([seed, index], spawn_key=(0,)))
