@@ -199,6 +199,34 @@ def test_exact_laws_prove_mdsd_verifiers_lossless_and_disprove_a_broken_law():
     report = audit_verifier(independent_tests, sampler="iid", n=2, budget=2_400, seed=0, law=independent_law)
     assert all("exact output law differs" in c.reason for c in report.lossy)
     assert len(report.lossy) >= 6 and max(c.exact_error for c in report.lossy) > 0.1
+    for c in report.lossy:  # the tuples named carry their exact law, largest share of 2 TV first
+        assert c.evidence and all(e.law is not None and e.calls == 0 for e in c.evidence)
+        shares = [e.contribution for e in c.evidence]
+        assert shares == sorted(shares, reverse=True) and shares[-1] > 0
+        e = c.evidence[0]
+        assert np.allclose(e.law, independent_law(c.case.p, c.case.q, np.array(e.drafts)), atol=1e-15)
+
+    def skipping_law(p, q, drafts):  # the exact law of rrs_skipping_repeats: rrs's law on the distinct drafts
+        return rrs_law(p, q, list(dict.fromkeys(drafts.tolist())))
+
+    def rrs_law(p, q, drafts):
+        out, target, reach = np.zeros(p.size), p, 1.0
+        for x in drafts:
+            accept = min(1.0, target[x] / q[x])
+            out[x] += reach * accept
+            reach *= 1.0 - accept
+            if reach == 0.0:
+                return out
+            residual = np.maximum(target - q, 0.0)
+            target = residual / residual.sum()
+        return out + reach * target
+
+    assert audit_verifier(rrs, sampler="iid", n=3, budget=1_200, law=rrs_law).passed
+    report = audit_verifier(rrs_skipping_repeats, sampler="iid", n=3, budget=1_200, law=skipping_law)
+    caught = {c.case.name: c for c in report.lossy}
+    assert set(caught) <= REPEATS_REJECTED and "repeated-drafts" in caught and "dirichlet-10" in caught
+    assert all(has_repeat(e.drafts) for c in caught.values() for e in c.evidence)
+    assert "(exact law)" in report.details()[1]
 
 
 # --- the statistics --------------------------------------------------------------------------------------------

@@ -30,11 +30,15 @@ class TupleEvidence:
         outputs, the stratum's weighted frequency of them.
     output_counts : ndarray int64 ``[V]``
         What the function returned on this stratum.
+        For a failure of the exact law: the tuple's share ``P(x) (law(x) - p) . sign(law - p)``
+        of ``sum_y |law(y) - p(y)| = 2 TV``.
     calls : int
-        Calls the audit made with exactly ``drafts``.
+        Calls the audit made with exactly ``drafts`` (0 for evidence from the exact law).
     seed : int
         ``numpy.random.default_rng(seed)`` is the generator those calls received, in order:
-        :func:`~mdsd_cli.audit.replay` with ``seed`` and ``calls`` repeats them.
+        :func:`~mdsd_cli.audit.replay` with ``seed`` and ``calls`` repeats them (-1: no calls).
+    law : ndarray float64 ``[V]`` or None
+        The function's exact conditional law on ``drafts``, when a law function was given.
     """
 
     drafts: tuple
@@ -43,10 +47,13 @@ class TupleEvidence:
     output_counts: np.ndarray
     calls: int
     seed: int
+    law: np.ndarray | None = None
 
     def describe(self) -> str:
-        return (f"drafts {self.drafts} (P = {self.stratum_weight:.3g}) contributes {self.contribution:+.3g}; "
-                f"replay: seed {self.seed}, {self.calls:,} calls")
+        text = f"drafts {self.drafts} (P = {self.stratum_weight:.3g}) contributes {self.contribution:+.3g}"
+        if self.law is not None:
+            return text + " (exact law)"
+        return text + f"; replay: seed {self.seed}, {self.calls:,} calls"
 
 
 @dataclass(frozen=True)

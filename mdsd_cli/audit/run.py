@@ -13,7 +13,7 @@ from ..samplers import get_sampler
 from .betting import DirectionalBettingTest, learned_direction
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
 from .report import ERROR, LOSSY, PASSED, AuditReport, CaseResult, TupleEvidence
-from .strata import Strata, sampled_strata, stratify
+from .strata import MAX_ENUMERATED, Strata, sampled_strata, stratify
 
 #: Fewest calls a case may get.
 MIN_CALLS_PER_CASE = 100
@@ -156,6 +156,7 @@ class CaseRun:
         self.round = max(MIN_ROUND, int(budget * FIRST_ROUND_SHARE))
         self.status, self.reason = PASSED, ""
         self.exact_error, self.exact_acceptance = math.nan, None
+        self.exact_evidence: list = []
         self.design_rng = np.random.default_rng(np.random.SeedSequence([seed, index], spawn_key=(0,)))
         self.seed_base = tuple_seed(seed, index, 0)
         if self.strata.kind == "sampled":
@@ -175,11 +176,16 @@ class CaseRun:
 
     # --- the exact law ------------------------------------------------------------------------
     def _exact(self, law) -> None:
-        if self.strata.kind == "sampled":
+        """``sum_x P(x) law(x)`` over every draft tuple (when at most MAX_ENUMERATED), against ``p``."""
+        if self.sampler.estimate_tuples(self.q, self.n) > MAX_ENUMERATED:
             return
-        total = np.zeros(self.V)
+        tuples, prob = self.sampler.tuple_law(self.q, self.n, max_tuples=MAX_ENUMERATED)
+        keep = prob > 0
+        tuples, prob = tuples[keep], prob[keep] / prob[keep].sum()
+        tuples.flags.writeable = False
+        laws = np.empty((prob.size, self.V))
         acceptance = 0.0
-        for t, row in enumerate(self.rows):
+        for t, row in enumerate(tuples):
             try:
                 values = np.asarray(law(self.seen_p, self.seen_q, row), dtype=np.float64)
             except Exception as exc:
@@ -190,13 +196,22 @@ class CaseRun:
                 self._fail(ERROR, f"the law function returned no distribution over the V = {self.V} tokens "
                                   f"on drafts {tuple(row.tolist())} (shape {values.shape}, sum {values.sum():.12g})")
                 return
-            w = self.strata.weight[t]
-            total += w * values
-            acceptance += w * values[np.unique(row)].sum()
-        self.exact_error = float(np.abs(total - self.p).max())
+            laws[t] = values
+            acceptance += prob[t] * values[np.unique(row)].sum()
+        departure = prob @ laws - self.p
+        self.exact_error = float(np.abs(departure).max())
         self.exact_acceptance = acceptance
         if self.exact_error > EXACT_TOLERANCE:
             self._fail(LOSSY, f"the exact output law differs from p by up to {self.exact_error:.3g}")
+            # each tuple's share of sum_y |departure_y| = 2 TV
+            contribution = prob * ((laws - self.p) @ np.sign(departure))
+            for t in np.argsort(-contribution, kind="stable")[:EVIDENCE]:
+                if not contribution[t] > 0 or contribution[t] < EVIDENCE_FRACTION * contribution.max():
+                    break
+                self.exact_evidence.append(TupleEvidence(
+                    drafts=tuple(int(x) for x in tuples[t]), stratum_weight=float(prob[t]),
+                    contribution=float(contribution[t]), output_counts=np.zeros(self.V, dtype=np.int64), calls=0,
+                    seed=-1, law=laws[t].copy()))
 
     def _fail(self, status: str, reason: str) -> None:
         if self.status == PASSED:
@@ -315,7 +330,7 @@ class CaseRun:
             acceptance, se = math.nan, math.nan
         if self.exact_acceptance is not None:
             acceptance, se = float(self.exact_acceptance), 0.0
-        evidence = self._evidence() if self.status == LOSSY else []
+        evidence = (self.exact_evidence or self._evidence()) if self.status == LOSSY else []
         return CaseResult(case=self.case, index=self.index, status=self.status, reason=self.reason,
                           design=self.strata.kind, strata=self.strata.num_strata, calls=self.done, tv=tv,
                           tv_noise=tv_noise, statistic=self.test.max_log_wealth, pvalue=self.test.pvalue,
