@@ -451,3 +451,17 @@ def test_a_crashing_function_in_a_real_process_gives_no_traceback(tmp_path):
     assert "the function raised ZeroDivisionError: integer division or modulo by zero on drafts (" in done.stderr
     df = pd.read_csv(io.StringIO(done.stdout))
     assert (df.status == "error").all() and df.calls.max() == 1 and math.isnan(df.acceptance[0])
+
+
+def test_acceptance_counts_the_given_index_else_an_output_among_the_drafts():
+    cases = [make_case("one", [0.5, 0.3, 0.2], [0.2, 0.3, 0.5])]
+
+    def from_p(p, q, drafts, rng):  # lossless, never "accepts", though its output is often a draft
+        return draw(p, rng)
+
+    said = audit_verifier(lambda p, q, d, r: (from_p(p, q, d, r), None), n=2, cases=cases, budget=4_000)
+    seen = audit_verifier(from_p, n=2, cases=cases, budget=4_000)
+    assert said.passed and seen.passed
+    assert said.cases[0].acceptance == 0.0
+    # P(Y in X) for Y ~ p independent of two iid drafts from q: sum_y p_y (1 - (1 - q_y)^2) = 0.483
+    assert abs(seen.cases[0].acceptance - 0.483) < 5 * seen.cases[0].acceptance_se

@@ -84,7 +84,9 @@ class CaseResult:
     impossible : int
         Outputs of target probability 0 (any one is proof of a loss).
     acceptance, acceptance_se : float
-        ``P(Y in X)``, stratified estimate and standard error (exact, with 0, when a law is given).
+        The acceptance rate, stratified estimate and standard error: ``P(accepted_index >= 0)`` when
+        the function returns ``(token, accepted_index)``, else ``P(Y in X)`` (the output is one of
+        the drafts). With a law function, ``P(Y in X)`` exact (standard error 0).
     alpha_star : float
         α* of the draft law (exact), so ``gap = alpha_star - acceptance``.
     exact_error : float

@@ -259,7 +259,8 @@ class CaseRun:
         G = self.strata.num_strata
         self.counts += np.bincount(strata * self.V + tokens, minlength=G * self.V).reshape(G, self.V)
         self.stratum_calls += np.bincount(strata, minlength=G)
-        hit = (drafted == tokens[:, None]).any(axis=1)
+        # accepted: the index the function gives, else an output equal to one of the drafts
+        hit = indices >= 0 if indices is not None else (drafted == tokens[:, None]).any(axis=1)
         self.accepted += np.bincount(strata, weights=hit, minlength=G).astype(np.int64)
         if members is not None:
             self.member_calls += np.bincount(members, minlength=self.strata.num_tuples)
