@@ -465,3 +465,10 @@ def test_acceptance_counts_the_given_index_else_an_output_among_the_drafts():
     assert said.cases[0].acceptance == 0.0
     # P(Y in X) for Y ~ p independent of two iid drafts from q: sum_y p_y (1 - (1 - q_y)^2) = 0.483
     assert abs(seen.cases[0].acceptance - 0.483) < 5 * seen.cases[0].acceptance_se
+
+
+def test_the_same_seed_gives_a_byte_identical_table_and_another_seed_other_calls():
+    args = ["audit", f"{EXAMPLES}:rrs_skipping_repeats", "-n", "3", "--budget", "24000", "--progress", "none"]
+    first, again, other = run(*args, "--seed", "5"), run(*args, "--seed", "5"), run(*args, "--seed", "6")
+    assert first.exit_code == again.exit_code == 1 and first.stdout == again.stdout
+    assert first.stdout != other.stdout
