@@ -13,8 +13,12 @@ Public API::
     prepare_verifier(name, p, q, n).verify(drafts, rng) -> Verification  (set-up once per pair)
     acceptance_rate(name, p, q, n, method="exact"|"monte-carlo", samples=..., rng=None)
     verifier_names() -> list[str]
+
+    from mdsd_cli import audit_verifier
+    audit_verifier(my_verify, sampler="iid", n=3, budget=1_000_000) -> AuditReport  (is *your* verifier lossless?)
 """
 
+from .audit import AuditReport, audit_verifier
 from .bounds import (
     LP_SOLVERS,
     SOLVERS,
@@ -35,7 +39,15 @@ from .distributions import (
     sum_tolerance,
     zipf_pairs,
 )
-from .errors import DataFileError, InputError, MdsdError, OutputError, SizeLimitError, SolverError
+from .errors import (
+    CallableError,
+    DataFileError,
+    InputError,
+    MdsdError,
+    OutputError,
+    SizeLimitError,
+    SolverError,
+)
 from .samplers import (
     SAMPLERS,
     DraftSetLaw,
@@ -68,5 +80,5 @@ __all__ = [
     "pairs_from_logits", "pairs_from_probabilities", "sample_drafts", "sampler_names",
     "solve_optimal_acceptance", "softmax", "sum_tolerance", "zipf_pairs",
     "BatchVerification", "PreparedVerifier", "Verification", "acceptance_rate", "output_law", "prepare_verifier",
-    "verifier_names", "verify", "verify_batch",
+    "verifier_names", "verify", "verify_batch", "AuditReport", "CallableError", "audit_verifier",
 ]

@@ -23,6 +23,9 @@ at V = 32,000 and on pydoc-ngram; see
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
 rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
 verified node); see :mod:`mdsd_cli.bench_decode`                                 <= 5x per node)
+mdsd audit's harness, battery at n = 3, with a   the same calls in a plain loop  <= 0.2
+numpy RRS; with a trivial callable, calls/s;                                     >= 5e5 calls/s
+see :mod:`mdsd_cli.bench_audit`
 ===============================================  ==============================  ==========
 """
 
@@ -66,7 +69,7 @@ class BenchConfig:
                    decode_optimal_tokens=3, repeats=3)
 
 
-FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode")
+FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "audit")
 
 
 def random_pairs(num_pairs: int, vocab: int, seed: int, *, spread: float = 2.0, noise: float = 1.0):
@@ -224,6 +227,11 @@ def run_benchmarks(config: BenchConfig = BenchConfig(), *, figures=FIGURES, prog
         from .bench_optimal import optimal_rows
 
         rows += optimal_rows(config, _row, vocab_pairs=1, repeats=R)
+        advance()
+    if "audit" in figures:
+        from .bench_audit import audit_overhead_rows
+
+        rows += audit_overhead_rows(config, _row)
         advance()
     return rows
 

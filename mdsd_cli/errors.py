@@ -75,3 +75,7 @@ class SizeLimitError(MdsdError):
 
 class SolverError(MdsdError):
     """A numerical solver did not return a proven optimum."""
+
+
+class CallableError(MdsdError):
+    """A function to audit cannot be loaded: missing file, module or attribute, a syntax error, not callable."""

@@ -17,7 +17,7 @@ from mdsd_cli.cli.app import app
 from mdsd_cli.io import save_pairs
 
 runner = CliRunner()
-COMMANDS = ["bound", "verify", "check-lossless", "generate", "decode"]
+COMMANDS = ["bound", "verify", "check-lossless", "audit", "generate", "decode"]
 
 
 def run(*args):

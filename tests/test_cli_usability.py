@@ -60,7 +60,7 @@ def test_no_progress_with_none_quiet_or_auto_on_a_short_run(monkeypatch, flags):
 
 
 def test_every_long_running_command_takes_progress():
-    for command in ("bound", "verify", "check-lossless", "sweep", "dump", "bench"):
+    for command in ("bound", "verify", "check-lossless", "audit", "sweep", "dump", "bench"):
         text = run(command, "--help").stdout
         assert "--progress" in text and "auto|bar|log|none" in text, command
     bad = run("bound", "--synthetic", "zipf", "--progress", "lgo")

@@ -71,7 +71,13 @@ def test_run_benchmarks_quick_gives_every_figure():
         assert r["ratio"] > 0 and r["status"] in ("pass", "short") and r["median_s"] >= 0
     lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
     assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
-    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode")
+    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "audit")
+    audit = {r["figure"]: r for r in rows if "audit" in r["figure"]}
+    assert list(audit) == ["audit overhead, numpy rrs", "audit harness, trivial callable"]
+    for r in audit.values():  # the harness against the same calls made in a plain loop, in the same run
+        assert r["baseline"] == "the same calls in a loop" and r["baseline_s"] > 0 and "calls/s" in r["note"]
+    assert audit["audit harness, trivial callable"]["ratio"] == pytest.approx(
+        1 / audit["audit harness, trivial callable"]["median_s"])
     decode = [r for r in rows if r["figure"].startswith("decode overhead")]
     assert [(r["figure"].split()[2], r["vocab"]) for r in decode] == [
         (v, V) for V in (2380, 3000) for v in ("rrs,", "kseq,", "optimal-iid,")]

@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import MdsdError
+from . import audit as audit_commands
 from . import bench as bench_commands
 from . import bound as bound_commands
 from . import datasets as dataset_commands
@@ -75,6 +76,7 @@ def _root(
 app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
 app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
 app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
+app.command("audit", rich_help_panel="Verifiers")(audit_commands.audit)
 app.command("decode", rich_help_panel="Generation")(decode_commands.decode)
 app.command("sweep", rich_help_panel="Experiments")(sweep_commands.sweep)
 app.command("plot", rich_help_panel="Experiments")(sweep_commands.plot)

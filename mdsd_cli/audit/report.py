@@ -1,0 +1,209 @@
+"""What an audit reports: one :class:`CaseResult` per case, the evidence behind a failure, the verdict."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cases import AuditCase
+
+#: Statuses of a case.
+PASSED, LOSSY, ERROR = "pass", "lossy", "error"
+
+
+@dataclass(frozen=True)
+class TupleEvidence:
+    """A draft tuple behind a failure, and how to reproduce what the audit saw there.
+
+    Attributes
+    ----------
+    drafts : tuple of int
+        The draft tuple (for a ``multisets`` stratum: its member the audit called most).
+    stratum_weight : float
+        Exact probability of the tuple's stratum under the draft law.
+    contribution : float
+        ``w (L - p) . f``: how much of the detected departure (along the direction ``f``
+        the test bet on, ``max |f| = 1``) this stratum's observed output law ``L`` carries;
+        the contributions of all strata sum to ``(estimated law - p) . f``. For impossible
+        outputs, the stratum's weighted frequency of them.
+    output_counts : ndarray int64 ``[V]``
+        What the function returned on this stratum.
+        For a failure of the exact law: the tuple's share ``P(x) (law(x) - p) . sign(law - p)``
+        of ``sum_y |law(y) - p(y)| = 2 TV``.
+    calls : int
+        Calls the audit made with exactly ``drafts`` (0 for evidence from the exact law).
+    seed : int
+        ``numpy.random.default_rng(seed)`` is the generator those calls received, in order:
+        :func:`~mdsd_cli.audit.replay` with ``seed`` and ``calls`` repeats them (-1: no calls).
+    law : ndarray float64 ``[V]`` or None
+        The function's exact conditional law on ``drafts``, when a law function was given.
+    """
+
+    drafts: tuple
+    stratum_weight: float
+    contribution: float
+    output_counts: np.ndarray
+    calls: int
+    seed: int
+    law: np.ndarray | None = None
+
+    def describe(self) -> str:
+        text = f"drafts {self.drafts} (P = {self.stratum_weight:.3g}) contributes {self.contribution:+.3g}"
+        if self.law is not None:
+            return text + " (exact law)"
+        return text + f"; replay: seed {self.seed}, {self.calls:,} calls"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The audit of one case.
+
+    Attributes
+    ----------
+    case : AuditCase
+    status : {"pass", "lossy", "error"}
+        ``lossy``: losslessness rejected at the family-wise level (or an impossible output,
+        or an exact law that is not ``p``); ``error``: the function raised or returned
+        something that is not a token.
+    reason : str
+        Why the case failed or errored (empty when it passed).
+    design : {"tuples", "multisets", "sampled"}
+        How the draft law was stratified (see :mod:`mdsd_cli.audit.strata`).
+    strata : int
+    calls : int
+        Calls made (fewer than the case's budget when it failed early).
+    tv, tv_noise : float
+        Total variation between the stratified estimate of the output law and ``p``, and the
+        value sampling noise alone would typically give with these calls (a lossless function
+        shows ``tv`` near ``tv_noise``).
+    statistic, pvalue : float
+        Log of the largest wealth of the betting test, and its anytime-valid p-value
+        ``exp(-statistic)`` (see :mod:`mdsd_cli.audit.betting`).
+    impossible : int
+        Outputs of target probability 0 (any one is proof of a loss).
+    acceptance, acceptance_se : float
+        The acceptance rate, stratified estimate and standard error: ``P(accepted_index >= 0)`` when
+        the function returns ``(token, accepted_index)``, else ``P(Y in X)`` (the output is one of
+        the drafts). With a law function, ``P(Y in X)`` exact (standard error 0).
+    alpha_star : float
+        α* of the draft law (exact), so ``gap = alpha_star - acceptance``.
+    exact_error : float
+        With a law function: ``max |sum_x P(x) law(x) - p|`` over every tuple; NaN otherwise.
+    evidence : list of TupleEvidence
+        For a failure: the strata contributing most, largest first.
+    """
+
+    case: AuditCase
+    index: int
+    status: str
+    reason: str
+    design: str
+    strata: int
+    calls: int
+    tv: float
+    tv_noise: float
+    statistic: float
+    pvalue: float
+    impossible: int
+    acceptance: float
+    acceptance_se: float
+    alpha_star: float
+    exact_error: float = math.nan
+    evidence: list = field(default_factory=list)
+
+    @property
+    def gap(self) -> float:
+        return self.alpha_star - self.acceptance
+
+    def row(self) -> dict:
+        """The case as one table row."""
+        worst = self.evidence[0] if self.evidence else None
+        return {
+            "case": self.index, "name": self.case.name, "vocab": self.case.vocab_size, "design": self.design,
+            "strata": self.strata, "calls": self.calls, "tv": self.tv, "tv_noise": self.tv_noise,
+            "statistic": self.statistic, "pvalue": self.pvalue, "impossible": self.impossible,
+            "acceptance": self.acceptance, "acceptance_se": self.acceptance_se, "alpha_star": self.alpha_star,
+            "gap": self.gap, "exact_error": self.exact_error, "status": self.status,
+            "worst_drafts": " ".join(map(str, worst.drafts)) if worst else "",
+            "replay_seed": worst.seed if worst else -1, "replay_calls": worst.calls if worst else 0,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The verdict of an audit and its cases.
+
+    Attributes
+    ----------
+    cases : list of CaseResult
+    sampler : str
+    n : int
+    alpha : float
+        Family-wise significance level.
+    level : float
+        Per-case level, ``alpha / number of cases`` (Bonferroni).
+    budget : int
+        Calls allowed in all; each case gets an equal share.
+    seed : int
+    """
+
+    cases: list
+    sampler: str
+    n: int
+    alpha: float
+    level: float
+    budget: int
+    seed: int
+
+    @property
+    def lossy(self) -> list:
+        """The cases where a loss of losslessness was detected."""
+        return [c for c in self.cases if c.status == LOSSY]
+
+    @property
+    def errors(self) -> list:
+        """The cases where the function raised or returned something that is not a token."""
+        return [c for c in self.cases if c.status == ERROR]
+
+    @property
+    def passed(self) -> bool:
+        """No loss detected and no error (which does not prove the function lossless)."""
+        return not self.lossy and not self.errors
+
+    @property
+    def calls(self) -> int:
+        return sum(c.calls for c in self.cases)
+
+    def to_frame(self):
+        """One row per case (a pandas DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([c.row() for c in self.cases])
+
+    def verdict(self) -> str:
+        """One line: what was found, at which level."""
+        total = len(self.cases)
+        if self.passed:
+            return (f"no loss of losslessness detected in {total} cases ({self.calls:,} calls, family-wise alpha "
+                    f"{self.alpha:g}); a test cannot prove a function lossless")
+        parts = []
+        if self.lossy:
+            parts.append(f"LOSSY on {len(self.lossy)} of {total} cases at family-wise alpha {self.alpha:g}: "
+                         + ", ".join(c.case.name for c in self.lossy))
+        if self.errors:
+            parts.append(f"the function failed on {len(self.errors)} of {total} cases: "
+                         + ", ".join(c.case.name for c in self.errors))
+        return "; ".join(parts)
+
+    def details(self) -> list[str]:
+        """One line per failed or errored case, and one per tuple of evidence."""
+        lines = []
+        for c in self.cases:
+            if c.status == PASSED:
+                continue
+            lines.append(f"case {c.index} {c.case.name}: {c.reason}")
+            lines.extend(f"  {e.describe()}" for e in c.evidence)
+        return lines

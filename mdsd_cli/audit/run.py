@@ -1,0 +1,476 @@
+"""The audit itself: stratified calls of the function, the sequential test, the report."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from ..distributions import PairBatch
+from ..errors import InputError
+from ..samplers import get_sampler
+from .betting import DirectionalBettingTest, learned_direction
+from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
+from .report import ERROR, LOSSY, PASSED, AuditReport, CaseResult, TupleEvidence
+from .strata import MAX_ENUMERATED, Strata, sampled_strata, stratify
+
+#: Fewest calls a case may get.
+MIN_CALLS_PER_CASE = 100
+#: Strata are at most this many, and at most one per this many calls of the case's budget.
+MAX_STRATA = 20_000
+CALLS_PER_STRATUM = 10
+#: Rounds grow by this factor, from FIRST_ROUND_SHARE of the case's budget (at least MIN_ROUND calls) ...
+ROUND_GROWTH = 1.5
+FIRST_ROUND_SHARE = 1 / 500
+MIN_ROUND = 200
+#: ... up to this many calls.
+MAX_ROUND = 50_000
+#: An exact law must equal p to this tolerance.
+EXACT_TOLERANCE = 1e-9
+#: Strata reported as evidence of a failure: at most this many, ...
+EVIDENCE = 3
+#: ... each contributing at least this fraction of the largest contribution.
+EVIDENCE_FRACTION = 0.05
+DTYPES = ("float64", "float32")
+
+
+def case_inputs(case: AuditCase, dtype: str = "float64"):
+    """``(p, q)`` as the function receives them (read-only, in ``dtype``) and as the audit tests
+    them (float64, renormalised after the rounding to ``dtype``)."""
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose {' or '.join(DTYPES)}")
+    given = []
+    tested = []
+    for x in (case.p, case.q):
+        seen = np.array(x, dtype=dtype)
+        seen.flags.writeable = False
+        given.append(seen)
+        exact = seen.astype(np.float64)
+        total = exact.sum()
+        if not total > 0:
+            raise InputError(f"case {case.name}: a distribution rounds to all zeros in {dtype}")
+        tested.append(exact / total)
+    return given[0], given[1], tested[0], tested[1]
+
+
+def tuple_seed(seed: int, case: int, member: int) -> int:
+    """The seed of the generator the calls on tuple ``member`` (its index in the enumerated draft law)
+    of case ``case`` receive: ``numpy.random.default_rng`` hashes it, so consecutive seeds give
+    unrelated streams."""
+    base = int(np.random.SeedSequence([seed, case]).generate_state(1, np.uint32)[0])
+    return (base + member) % 2**32
+
+
+def replay(fn, case: AuditCase, drafts, *, seed: int, calls: int, dtype: str = "float64") -> np.ndarray:
+    """Call ``fn`` ``calls`` times on ``drafts`` of ``case`` with ``numpy.random.default_rng(seed)``, as the
+    audit did, and count its output tokens (``[V]``): the counts the audit reported for that tuple."""
+    seen_p, seen_q, p, _ = case_inputs(case, dtype)
+    row = np.array(drafts, dtype=np.int64)
+    row.flags.writeable = False
+    rng = np.random.default_rng(seed)
+    tokens = [fn(seen_p, seen_q, row, rng) for _ in range(int(calls))]
+    parsed, _ = _parse(tokens, p.size)
+    return np.bincount(parsed, minlength=p.size)
+
+
+class _BadOutput(Exception):
+    """The function returned something that is not a token (or an inconsistent index)."""
+
+
+def _token(x) -> int:
+    try:
+        return operator.index(x)
+    except TypeError:
+        pass
+    if isinstance(x, np.ndarray) and x.size == 1 or hasattr(x, "numel") and x.numel() == 1:
+        return _token(x.item())
+    raise _BadOutput(f"returned {x!r}, not a token id (an integer)")
+
+
+def _integers(values: list) -> np.ndarray | None:
+    """``values`` as an int64 array if they are all integers, else None."""
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError):
+        return None
+    return arr.astype(np.int64) if arr.ndim == 1 and arr.dtype.kind in "iu" else None
+
+
+def _parse(results: list, V: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Tokens ``[b]`` and accepted indices ``[b]`` (-1 for none; None if the function gives no index)."""
+    tokens = indices = None
+    if results and isinstance(results[0], tuple) and all(type(r) is tuple and len(r) == 2 for r in results):
+        tokens = _integers([r[0] for r in results])
+        indices = _integers([-1 if r[1] is None else r[1] for r in results])
+        if tokens is None or indices is None:
+            tokens = indices = None
+    elif results and not isinstance(results[0], (tuple, list)):
+        tokens = _integers(results)
+    if tokens is None:  # the slow way, naming the first value that is not a token
+        tokens = np.empty(len(results), dtype=np.int64)
+        indices = np.full(len(results), -1, dtype=np.int64)
+        given = False
+        for i, r in enumerate(results):
+            if isinstance(r, (tuple, list)):
+                if len(r) != 2:
+                    raise _BadOutput(f"returned a {type(r).__name__} of length {len(r)}; return token or "
+                                     "(token, accepted_index)")
+                tokens[i] = _token(r[0])
+                if r[1] is not None:
+                    indices[i] = _token(r[1])
+                given = True
+            else:
+                tokens[i] = _token(r)
+        indices = indices if given else None
+    bad = (tokens < 0) | (tokens >= V)
+    if bad.any():
+        raise _BadOutput(f"returned token {int(tokens[np.argmax(bad)])}, outside 0..{V - 1}")
+    return tokens, indices
+
+
+class CaseRun:
+    """The audit of one case, advanced one round at a time."""
+
+    def __init__(self, fn, case: AuditCase, index: int, *, sampler: str, n: int, budget: int, seed: int,
+                 level: float, dtype: str, law=None, stratified: bool = True):
+        from ..bounds import optimal_acceptance
+
+        self.fn, self.case, self.index, self.level = fn, case, index, level
+        self.sampler = get_sampler(sampler)
+        self.n, self.budget, self.seed = n, budget, seed
+        self.seen_p, self.seen_q, self.p, self.q = case_inputs(case, dtype)
+        self.V = self.p.size
+        self.alpha_star = float(optimal_acceptance(self.p, self.q, n, sampler=sampler))
+        limit = max(1, min(MAX_STRATA, budget // CALLS_PER_STRATUM))
+        self.strata: Strata = (stratify(self.sampler, self.q, n, max_strata=limit) if stratified
+                               else sampled_strata())
+        G = self.strata.num_strata
+        self.test = DirectionalBettingTest(self.p, self.strata.stratum_weight)
+        self.counts = np.zeros((G, self.V), dtype=np.int64)
+        self.stratum_calls = np.zeros(G, dtype=np.int64)
+        self.accepted = np.zeros(G, dtype=np.int64)
+        self.member_calls = np.zeros(self.strata.num_tuples, dtype=np.int64)
+        self.impossible = 0
+        self.done = 0
+        self.round = max(MIN_ROUND, int(budget * FIRST_ROUND_SHARE))
+        self.status, self.reason = PASSED, ""
+        self.exact_error, self.exact_acceptance = math.nan, None
+        self.exact_evidence: list = []
+        self.design_rng = np.random.default_rng(np.random.SeedSequence([seed, index], spawn_key=(0,)))
+        self.seed_base = tuple_seed(seed, index, 0)
+        if self.strata.kind == "sampled":
+            self.sampled_seed = tuple_seed(seed, index, 2**32 - 1)
+            self.sampled_rng = np.random.default_rng(self.sampled_seed)
+        else:
+            rows = self.strata.tuples.copy()
+            rows.flags.writeable = False
+            self.rows = list(rows)
+            self.rngs: list = [None] * self.strata.num_tuples
+        if law is not None:
+            self._exact(law)
+
+    @property
+    def active(self) -> bool:
+        return self.status == PASSED and self.done < self.budget
+
+    # --- the exact law ------------------------------------------------------------------------
+    def _exact(self, law) -> None:
+        """``sum_x P(x) law(x)`` over every draft tuple (when at most MAX_ENUMERATED), against ``p``."""
+        if self.sampler.estimate_tuples(self.q, self.n) > MAX_ENUMERATED:
+            return
+        tuples, prob = self.sampler.tuple_law(self.q, self.n, max_tuples=MAX_ENUMERATED)
+        keep = prob > 0
+        tuples, prob = tuples[keep], prob[keep] / prob[keep].sum()
+        tuples.flags.writeable = False
+        laws = np.empty((prob.size, self.V))
+        acceptance = 0.0
+        for t, row in enumerate(tuples):
+            try:
+                values = np.asarray(law(self.seen_p, self.seen_q, row), dtype=np.float64)
+            except Exception as exc:
+                self._fail(ERROR, f"the law function raised {_first_line(exc)} on drafts {tuple(row.tolist())}")
+                return
+            if values.shape != (self.V,) or not np.isfinite(values).all() or values.min() < -1e-12 \
+                    or abs(values.sum() - 1.0) > 1e-9:
+                self._fail(ERROR, f"the law function returned no distribution over the V = {self.V} tokens "
+                                  f"on drafts {tuple(row.tolist())} (shape {values.shape}, sum {values.sum():.12g})")
+                return
+            laws[t] = values
+            acceptance += prob[t] * values[np.unique(row)].sum()
+        departure = prob @ laws - self.p
+        self.exact_error = float(np.abs(departure).max())
+        self.exact_acceptance = acceptance
+        if self.exact_error > EXACT_TOLERANCE:
+            self._fail(LOSSY, f"the exact output law differs from p by up to {self.exact_error:.3g}")
+            # each tuple's share of sum_y |departure_y| = 2 TV
+            contribution = prob * ((laws - self.p) @ np.sign(departure))
+            for t in np.argsort(-contribution, kind="stable")[:EVIDENCE]:
+                if not contribution[t] > 0 or contribution[t] < EVIDENCE_FRACTION * contribution.max():
+                    break
+                self.exact_evidence.append(TupleEvidence(
+                    drafts=tuple(int(x) for x in tuples[t]), stratum_weight=float(prob[t]),
+                    contribution=float(contribution[t]), output_counts=np.zeros(self.V, dtype=np.int64), calls=0,
+                    seed=-1, law=laws[t].copy()))
+
+    def _fail(self, status: str, reason: str) -> None:
+        if self.status == PASSED:
+            self.status, self.reason = status, reason
+
+    # --- one round ------------------------------------------------------------------------------
+    def step(self) -> int:
+        """Make one round of calls; returns how many."""
+        b = min(self.round, self.budget - self.done)
+        self.round = min(MAX_ROUND, int(self.round * ROUND_GROWTH))
+        plan = self.test.plan(self.counts, self.stratum_calls)
+        if self.strata.kind == "sampled":
+            strata = np.zeros(b, dtype=np.int64)
+            drafts = self.sampler.sample(self.q, self.n, self.design_rng, b)
+            drafts.flags.writeable = False
+            rows = list(drafts)
+            results, failure = self._call_sampled(rows)
+            members = None
+            drafted = drafts
+        else:
+            strata = self.design_rng.choice(self.strata.num_strata, size=b, p=plan.allocation)
+            members = self.strata.draw_members(strata, self.design_rng)
+            for t in np.unique(members).tolist():
+                if self.rngs[t] is None:
+                    self.rngs[t] = np.random.default_rng((self.seed_base + t) % 2**32)
+            results, failure = self._call_strata(members.tolist())
+            drafted = self.strata.tuples[members]
+        made = len(results)
+        if failure is not None:
+            self.done += made + 1
+            where = rows[made] if members is None else self.rows[members[made]]
+            replay = (f"seed {self.sampled_seed}" if members is None
+                      else f"seed {tuple_seed(self.seed, self.index, int(members[made]))}")
+            self._fail(ERROR, f"the function raised {_first_line(failure)} on drafts {tuple(where.tolist())} "
+                              f"({replay})")
+            return made + 1
+        self.done += made
+        try:
+            tokens, indices = _parse(results, self.V)
+            if indices is not None:
+                self._check_indices(drafted, tokens, indices)
+        except _BadOutput as exc:
+            self._fail(ERROR, f"the function {exc}")
+            return made
+        G = self.strata.num_strata
+        self.counts += np.bincount(strata * self.V + tokens, minlength=G * self.V).reshape(G, self.V)
+        self.stratum_calls += np.bincount(strata, minlength=G)
+        # accepted: the index the function gives, else an output equal to one of the drafts
+        hit = indices >= 0 if indices is not None else (drafted == tokens[:, None]).any(axis=1)
+        self.accepted += np.bincount(strata, weights=hit, minlength=G).astype(np.int64)
+        if members is not None:
+            self.member_calls += np.bincount(members, minlength=self.strata.num_tuples)
+        impossible = int(np.count_nonzero(~(self.p[tokens] > 0)))
+        self.impossible += impossible
+        self.test.observe(plan, strata, tokens)
+        if impossible:
+            y = int(tokens[np.argmax(~(self.p[tokens] > 0))])
+            self._fail(LOSSY, f"{self.impossible} output(s) of target probability 0 (token {y})")
+        elif self.test.pvalue <= self.level:
+            self._fail(LOSSY, f"output law departs from p (p-value {self.test.pvalue:.3g} <= {self.level:.3g})")
+        return made
+
+    def _call_strata(self, order: list):
+        fn, p, q, rows, rngs = self.fn, self.seen_p, self.seen_q, self.rows, self.rngs
+        results: list = []
+        append = results.append
+        try:
+            for t in order:
+                append(fn(p, q, rows[t], rngs[t]))
+        except Exception as exc:  # the function's own failure: reported for this case
+            return results, exc
+        return results, None
+
+    def _call_sampled(self, rows: list):
+        fn, p, q, rng = self.fn, self.seen_p, self.seen_q, self.sampled_rng
+        results: list = []
+        append = results.append
+        try:
+            for row in rows:
+                append(fn(p, q, row, rng))
+        except Exception as exc:
+            return results, exc
+        return results, None
+
+    @staticmethod
+    def _check_indices(drafted: np.ndarray, tokens: np.ndarray, indices: np.ndarray) -> None:
+        k = drafted.shape[1]
+        given = indices >= 0
+        if (indices[given] >= k).any():
+            i = int(np.flatnonzero(given & (indices >= k))[0])
+            raise _BadOutput(f"returned accepted index {int(indices[i])} for {k} drafts")
+        rows = np.flatnonzero(given)
+        wrong = drafted[rows, indices[rows]] != tokens[rows]
+        if wrong.any():
+            i = int(rows[np.argmax(wrong)])
+            raise _BadOutput(f"returned token {int(tokens[i])} with accepted index {int(indices[i])}, but draft "
+                             f"{int(indices[i])} of {tuple(drafted[i].tolist())} is {int(drafted[i, indices[i]])}")
+
+    # --- the result -----------------------------------------------------------------------------
+    def result(self) -> CaseResult:
+        w = self.strata.stratum_weight
+        called = self.stratum_calls > 0
+        m = np.maximum(self.stratum_calls, 1)
+        laws = np.where(called[:, None], self.counts / m[:, None], self.p)
+        estimate = w @ laws
+        tv, tv_noise = math.nan, math.nan
+        rate = np.where(called, self.accepted / m, 0.0)
+        if called.any():
+            tv = 0.5 * float(np.abs(estimate - self.p).sum())
+            variance = ((w * w / m) * called) @ (laws * (1.0 - laws))
+            tv_noise = 0.5 * math.sqrt(2.0 / math.pi) * float(np.sqrt(variance).sum())
+            covered = float(w[called].sum())
+            acceptance = float(w[called] @ rate[called]) / covered
+            smooth = (self.accepted + 0.5) / (self.stratum_calls + 1.0)
+            se = math.sqrt(float(((w * w / m) * called) @ (smooth * (1.0 - smooth)))) / covered
+        else:
+            acceptance, se = math.nan, math.nan
+        if self.exact_acceptance is not None:
+            acceptance, se = float(self.exact_acceptance), 0.0
+        evidence = (self.exact_evidence or self._evidence()) if self.status == LOSSY else []
+        return CaseResult(case=self.case, index=self.index, status=self.status, reason=self.reason,
+                          design=self.strata.kind, strata=self.strata.num_strata, calls=self.done, tv=tv,
+                          tv_noise=tv_noise, statistic=self.test.max_log_wealth, pvalue=self.test.pvalue,
+                          impossible=self.impossible, acceptance=acceptance, acceptance_se=se,
+                          alpha_star=self.alpha_star, exact_error=self.exact_error, evidence=evidence)
+
+    def _evidence(self) -> list:
+        if self.strata.kind == "sampled" or not self.stratum_calls.any():
+            return []
+        w = self.strata.stratum_weight
+        called = self.stratum_calls > 0
+        m = np.maximum(self.stratum_calls, 1)
+        observed = self.counts / m[:, None]
+        if self.impossible:
+            score = w * observed[:, ~(self.p > 0)].sum(axis=1)
+        else:
+            f, _ = learned_direction(self.p, w, self.counts, self.stratum_calls)
+            if f is None:
+                return []
+            score = w * ((observed - self.p) @ f)
+        score = np.where(called, score, -np.inf)
+        out = []
+        top = float(score.max())
+        for g in np.argsort(-score, kind="stable")[:EVIDENCE]:
+            if not score[g] > 0 or score[g] < EVIDENCE_FRACTION * top:
+                break
+            lo, hi = self.strata.start[g], self.strata.start[g + 1]
+            t = int(lo + np.argmax(self.member_calls[lo:hi]))
+            out.append(TupleEvidence(drafts=tuple(int(x) for x in self.strata.tuples[t]),
+                                     stratum_weight=float(w[g]), contribution=float(score[g]),
+                                     output_counts=self.counts[g].copy(), calls=int(self.member_calls[t]),
+                                     seed=tuple_seed(self.seed, self.index, t)))
+        return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str = "float64") -> list[AuditCase]:
+    """``"battery"``, ``"random"``, a :class:`~mdsd_cli.distributions.PairBatch`, or a sequence of
+    :class:`AuditCase` or ``(p, q)`` pairs, as a list of cases."""
+    if isinstance(cases, str):
+        if cases == "battery":
+            return battery_cases(n, dtype=dtype)
+        if cases == "random":
+            return random_cases(count, seed=seed)
+        raise InputError(f"unknown cases {cases!r}; give 'battery', 'random', pairs or a list of (p, q)")
+    if isinstance(cases, PairBatch):
+        return pair_cases(cases)
+    out = []
+    for i, c in enumerate(cases):
+        out.append(c if isinstance(c, AuditCase) else make_case(f"case-{i}", *c))
+    if not out:
+        raise InputError("no cases to audit")
+    return out
+
+
+def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget: int = 1_000_000,
+                   alpha: float = 0.01, seed: int = 0, law=None, dtype: str = "float64", fail_fast: bool = False,
+                   random_count: int = 10, stratified: bool = True, progress=None) -> AuditReport:
+    """Audit a verifier function: is its output distributed as ``p``, and how far is its acceptance from α*?
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(p, q, drafts, rng) -> token`` or ``-> (token, accepted_index)`` (see
+        :mod:`mdsd_cli.audit.callables`; :func:`~mdsd_cli.audit.adapt_callable` wraps torch functions).
+    sampler : {"iid", "wor", "greedy", "hub"}
+        The draft law the function is meant for; the audit draws the drafts from it.
+    n : int
+        Number of drafts.
+    cases : "battery", "random", PairBatch or sequence of AuditCase or (p, q)
+        The pairs to audit on (default: the adversarial battery of :mod:`mdsd_cli.audit.cases`).
+    budget : int
+        Calls of ``fn`` in all; each case gets an equal share.
+    alpha : float
+        Family-wise significance level: the chance that a lossless function is reported lossy
+        on any case is at most ``alpha`` (Bonferroni: each case is tested at ``alpha / cases``).
+    seed : int
+        Seeds every generator (the design's and the one each draft tuple's calls receive).
+    law : callable, optional
+        ``law(p, q, drafts) -> [V]``, the function's exact conditional output law. On cases whose
+        draft tuples can be enumerated the output law ``sum_x P(x) law(x)`` is then computed exactly:
+        an exact proof, or disproof, of losslessness there.
+    dtype : {"float64", "float32"}
+        The float type of the ``p`` and ``q`` the function receives; the audit tests against those
+        values (renormalised).
+    fail_fast : bool
+        Stop every case as soon as one is found lossy or failing.
+    random_count : int
+        Number of cases for ``cases="random"``.
+    stratified : bool
+        False: draw every tuple from the sampler (plain Monte Carlo of the output law, one
+        stratum), to measure what stratification gains; no tuple is then named as evidence.
+    progress : callable, optional
+        Called with the number of calls made after every round.
+
+    Returns
+    -------
+    AuditReport
+
+    The calls are made round by round, the cases in turn: each case has its own generators, so its
+    result does not depend on the others (or on ``fail_fast``, up to where that stops it).
+    """
+    if not callable(fn):
+        raise InputError(f"the function to audit must be callable, got a {type(fn).__name__}")
+    if law is not None and not callable(law):
+        raise InputError(f"the law must be callable, got a {type(law).__name__}")
+    s = get_sampler(sampler)
+    n = s.check_n(n)
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+    case_list = resolve_cases(cases, n, seed=seed, count=random_count, dtype=dtype)
+    per_case = int(budget) // len(case_list)
+    if per_case < MIN_CALLS_PER_CASE:
+        raise InputError(f"a budget of {budget:,} calls gives {per_case} per case for {len(case_list)} cases; "
+                         f"give at least {MIN_CALLS_PER_CASE * len(case_list):,}")
+    level = alpha / len(case_list)
+    runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law,
+                    stratified=stratified) for i, c in enumerate(case_list)]
+    advance = progress or (lambda k: None)
+    for run in runs:
+        if not run.active:
+            advance(run.budget - run.done)
+    while any(r.active for r in runs):
+        for run in runs:
+            if not run.active:
+                continue
+            made = run.step()
+            advance(made if run.active else made + run.budget - run.done)
+            if fail_fast and not run.active and run.status != PASSED:
+                break
+        if fail_fast and any(r.status != PASSED for r in runs):
+            for r in runs:
+                if r.active:
+                    advance(r.budget - r.done)
+            break
+    return AuditReport(cases=[r.result() for r in runs], sampler=s.name, n=n, alpha=alpha, level=level,
+                       budget=int(budget), seed=seed)

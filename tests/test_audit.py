@@ -1,0 +1,474 @@
+"""``mdsd audit``: mdsd's verifiers pass with no false alarm, deliberately broken ones are caught and located,
+the test's identities hold exactly, the function's failures are reported per case, and loading fails clearly."""
+
+import io
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mdsd_cli import prepare_verifier
+from mdsd_cli.audit import (
+    adapt_callable,
+    as_callable,
+    audit_verifier,
+    battery_cases,
+    case_inputs,
+    load_callable,
+    make_case,
+    random_cases,
+    replay,
+)
+from mdsd_cli.audit.betting import DirectionalBettingTest
+from mdsd_cli.audit.strata import stratify
+from mdsd_cli.cli.app import app
+from mdsd_cli.errors import CallableError, InputError
+from mdsd_cli.samplers import get_sampler
+from mdsd_cli.verifiers import VERIFIERS
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+# --- deliberately broken verifiers, written as a third party would --------------------------------------------
+
+def draw(weights, rng):
+    cdf = np.cumsum(weights)
+    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), int(np.flatnonzero(weights > 0)[-1]))
+
+
+def rrs(p, q, drafts, rng):
+    """Correct recursive rejection sampling (iid drafts)."""
+    target = p
+    for x in drafts:
+        if rng.random() * q[x] < target[x]:
+            return int(x)
+        residual = np.maximum(target - q, 0.0)
+        target = residual / residual.sum()
+    return draw(target, rng)
+
+
+def top_shortcut(p, q, drafts, rng):
+    """Broken: a draft with target probability above 0.999 is accepted outright."""
+    for x in drafts:
+        if p[x] > 0.999:
+            return int(x)
+    return rrs(p, q, drafts, rng)
+
+
+def rrs_skipping_repeats(p, q, drafts, rng):
+    """Broken: a repeated draft is skipped without updating the residual."""
+    target, seen = p, set()
+    for x in drafts:
+        if int(x) in seen:
+            continue
+        seen.add(int(x))
+        if rng.random() * q[x] < target[x]:
+            return int(x)
+        residual = np.maximum(target - q, 0.0)
+        target = residual / residual.sum()
+    return draw(target, rng)
+
+
+class KSeqPlainResidual:
+    """Broken: K-SEQ's acceptance min(1, p/(rho q)) but the single-draft residual (p - q)_+."""
+
+    def __init__(self):
+        self.key, self.rho = None, None
+
+    def __call__(self, p, q, drafts, rng):
+        if self.key is None or self.key[0] is not p or self.key[1] is not q:
+            self.key, self.rho = (p, q), prepare_verifier("kseq", p, q, len(drafts)).rho
+        for x in drafts:
+            if rng.random() * self.rho * q[x] < p[x]:
+                return int(x)
+        return draw(np.maximum(p - q, 0.0), rng)
+
+
+def independent_tests(p, q, drafts, rng):
+    """Broken (SpecTr's counterexample): n single-draft tests against p, then the plain residual."""
+    for x in drafts:
+        if rng.random() * q[x] < p[x]:
+            return int(x)
+    return draw(np.maximum(p - q, 0.0), rng)
+
+
+def rrsw_against_q(p, q, drafts, rng):
+    """Broken: RRS on drafts without replacement that verifies against q instead of the renormalised q_k."""
+    return rrs(p, q, drafts, rng)
+
+
+def rrsw(p, q, drafts, rng):
+    """Correct RRS without replacement: draft k is compared with q_k, q without the earlier drafts."""
+    target, rest = p, q.copy()
+    for x in drafts:
+        qk = rest / rest.sum()
+        if rng.random() * qk[x] < target[x]:
+            return int(x)
+        residual = np.maximum(target - qk, 0.0)
+        target = residual / residual.sum()
+        rest[x] = 0.0
+    return draw(target, rng)
+
+
+def has_repeat(drafts):
+    return len(set(drafts)) < len(drafts)
+
+
+#: Cases where a repeated draft can be rejected (so skipping its residual update changes the output law).
+REPEATS_REJECTED = {"repeated-drafts", "target-zeros", "vocab-at-most-n", "dirichlet-5", "dirichlet-10"}
+BROKEN = [
+    # (function, sampler, n, the cases it may be caught on (None: any), what the named tuple must show)
+    (top_shortcut, "iid", 3, {"peaked-target"}, lambda d: 0 in d),
+    (rrs_skipping_repeats, "iid", 3, REPEATS_REJECTED, has_repeat),
+    (KSeqPlainResidual(), "iid", 3, None, lambda d: True),
+    (independent_tests, "iid", 2, None, lambda d: True),
+    (rrsw_against_q, "wor", 3, None, lambda d: len(d) == 3),
+]
+
+
+@pytest.mark.parametrize("fn, sampler, n, cases, shows", BROKEN,
+                         ids=["top-shortcut", "rrs-skipping-repeats", "kseq-plain-residual", "independent-tests",
+                              "rrsw-against-q"])
+def test_broken_verifiers_are_caught_with_the_case_and_tuple_named(fn, sampler, n, cases, shows):
+    report = audit_verifier(fn, sampler=sampler, n=n, budget=1_000_000, seed=0, fail_fast=True)
+    assert not report.passed and report.calls <= 1_000_000
+    caught = report.lossy[0]
+    assert cases is None or caught.case.name in cases, [c.case.name for c in report.lossy]
+    assert caught.pvalue <= report.level and caught.tv > 3 * caught.tv_noise
+    assert f"case {caught.index} {caught.case.name}: output law departs from p" in report.details()[0]
+    worst = caught.evidence[0]
+    assert shows(worst.drafts), worst
+    assert worst.contribution > 0 and worst.calls > 0
+
+
+def test_correct_plain_functions_pass_where_their_broken_versions_fail():
+    for fn, sampler in ((rrs, "iid"), (rrsw, "wor")):
+        report = audit_verifier(fn, sampler=sampler, n=3, budget=120_000, seed=1)
+        assert report.passed, report.details()
+
+
+def test_the_failing_tuple_replays_exactly():
+    report = audit_verifier(rrs_skipping_repeats, sampler="iid", n=3, budget=60_000, seed=4)
+    caught = report.lossy[0]
+    assert caught.design == "tuples"
+    for evidence in caught.evidence:
+        counts = replay(rrs_skipping_repeats, caught.case, evidence.drafts, seed=evidence.seed, calls=evidence.calls)
+        assert np.array_equal(counts, evidence.output_counts)
+
+
+# --- mdsd's own verifiers, as plain callables: no false alarm ---------------------------------------------------
+
+@pytest.mark.parametrize("name", list(VERIFIERS))
+def test_every_mdsd_verifier_passes_across_seeds(name):
+    cls = VERIFIERS[name]
+    for seed, n in enumerate((2,) * 3 if name == "hub" else (2, 3, 1)):
+        report = audit_verifier(as_callable(name, n), sampler=cls.default_sampler, n=n, budget=4_800, seed=seed)
+        assert report.passed, (name, n, seed, report.details())
+        for c in report.cases:
+            assert c.alpha_star >= c.acceptance - 6 * c.acceptance_se - 1e-12, (name, c.case.name)
+
+
+def test_exact_laws_prove_mdsd_verifiers_lossless_and_disprove_a_broken_law():
+    for name, sampler in (("kseq", "iid"), ("rrsw", "wor"), ("hub", "hub")):
+        fn = as_callable(name, 2)
+        report = audit_verifier(fn, sampler=sampler, n=2, budget=2_400, seed=0, law=fn.output_law)
+        assert report.passed
+        exact = [c for c in report.cases if c.design != "sampled"]
+        assert exact and all(c.exact_error <= 1e-12 and c.acceptance_se == 0.0 for c in exact)
+        rate = VERIFIERS[name](exact[0].case.p, exact[0].case.q, 2).exact_rate()
+        if rate is not None:
+            assert exact[0].acceptance == pytest.approx(rate, abs=1e-12)
+
+    def independent_law(p, q, drafts):  # the exact law of independent_tests
+        out, reach = np.zeros(p.size), 1.0
+        for x in drafts:
+            a = min(1.0, p[x] / q[x])
+            out[x] += reach * a
+            reach *= 1.0 - a
+        residual = np.maximum(p - q, 0.0)
+        return out + reach * residual / residual.sum()
+
+    report = audit_verifier(independent_tests, sampler="iid", n=2, budget=2_400, seed=0, law=independent_law)
+    assert all("exact output law differs" in c.reason for c in report.lossy)
+    assert len(report.lossy) >= 6 and max(c.exact_error for c in report.lossy) > 0.1
+    for c in report.lossy:  # the tuples named carry their exact law, largest share of 2 TV first
+        assert c.evidence and all(e.law is not None and e.calls == 0 for e in c.evidence)
+        shares = [e.contribution for e in c.evidence]
+        assert shares == sorted(shares, reverse=True) and shares[-1] > 0
+        e = c.evidence[0]
+        assert np.allclose(e.law, independent_law(c.case.p, c.case.q, np.array(e.drafts)), atol=1e-15)
+
+    def skipping_law(p, q, drafts):  # the exact law of rrs_skipping_repeats: rrs's law on the distinct drafts
+        return rrs_law(p, q, list(dict.fromkeys(drafts.tolist())))
+
+    def rrs_law(p, q, drafts):
+        out, target, reach = np.zeros(p.size), p, 1.0
+        for x in drafts:
+            accept = min(1.0, target[x] / q[x])
+            out[x] += reach * accept
+            reach *= 1.0 - accept
+            if reach == 0.0:
+                return out
+            residual = np.maximum(target - q, 0.0)
+            target = residual / residual.sum()
+        return out + reach * target
+
+    assert audit_verifier(rrs, sampler="iid", n=3, budget=1_200, law=rrs_law).passed
+    report = audit_verifier(rrs_skipping_repeats, sampler="iid", n=3, budget=1_200, law=skipping_law)
+    caught = {c.case.name: c for c in report.lossy}
+    assert set(caught) <= REPEATS_REJECTED and "repeated-drafts" in caught and "dirichlet-10" in caught
+    assert all(has_repeat(e.drafts) for c in caught.values() for e in c.evidence)
+    assert "(exact law)" in report.details()[1]
+
+
+# --- the statistics --------------------------------------------------------------------------------------------
+
+def test_the_score_has_mean_zero_whenever_the_mixture_is_p():
+    """E[Z] = sum_g pi_g sum_y L_g(y) Z(g, y) = 0 for any conditional laws mixing to p, for any plan."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        G, V = int(rng.integers(2, 8)), int(rng.integers(2, 7))
+        w = rng.dirichlet(np.ones(G))
+        laws = rng.dirichlet(np.full(V, 0.5), size=G)
+        p = w @ laws
+        test = DirectionalBettingTest(p, w)
+        counts = rng.integers(0, 30, size=(G, V))
+        plan = test.plan(counts, counts.sum(axis=1))
+        if plan.direction is None:
+            continue
+        mean = sum(plan.allocation[g] * laws[g, y] * plan.scores(np.array([g]), np.array([y]))[0]
+                   for g in range(G) for y in range(V))
+        assert abs(mean) < 1e-12
+        every = plan.scores(np.repeat(np.arange(G), V), np.tile(np.arange(V), G))
+        assert (1.0 + plan.bets.max() * every).min() >= 0.5 - 1e-12  # every factor stays positive
+
+
+def test_the_p_value_is_valid_under_the_null():
+    """A function that outputs p exactly, on 300 random cases: P(p-value <= a) <= a (here far below)."""
+    cases = random_cases(300, seed=3)
+
+    def exact_sampler(p, q, drafts, rng):
+        return draw(p, rng)
+
+    report = audit_verifier(exact_sampler, sampler="iid", n=2, cases=cases, budget=300 * 400, seed=0, alpha=0.9)
+    pvalues = np.array([c.pvalue for c in report.cases])
+    for a in (0.05, 0.2, 0.5):
+        assert (pvalues <= a).mean() <= a
+
+
+def test_strata_weights_are_the_exact_draft_law_and_members_follow_it():
+    q = np.array([0.5, 0.3, 0.15, 0.05])
+    for name, n in (("iid", 3), ("wor", 3), ("greedy", 3), ("hub", 2)):
+        sampler = get_sampler(name)
+        fine = stratify(sampler, q, n, max_strata=10_000)
+        tuples, prob = sampler.tuple_law(q, n)
+        assert fine.kind == "tuples" and fine.stratum_weight.sum() == pytest.approx(1.0, abs=1e-15)
+        assert sorted(map(tuple, fine.tuples.tolist())) == sorted(map(tuple, tuples[prob > 0].tolist()))
+    coarse = stratify(get_sampler("iid"), q, 3, max_strata=30)
+    assert coarse.kind == "multisets" and coarse.num_strata == 20 and coarse.num_tuples == 64
+    members = coarse.draw_members(np.full(200_000, 1), np.random.default_rng(0))
+    lo, hi = coarse.start[1], coarse.start[2]
+    assert ((members >= lo) & (members < hi)).all()
+    freq = np.bincount(members - lo, minlength=hi - lo) / members.size
+    expected = coarse.weight[lo:hi] / coarse.stratum_weight[1]
+    assert np.abs(freq - expected).max() < 0.01
+    assert stratify(get_sampler("iid"), np.full(30, 1 / 30), 4, max_strata=100).kind == "sampled"
+
+
+def test_an_impossible_output_is_proof_at_once_with_the_tuple_named():
+    def leaks(p, q, drafts, rng):  # outputs its first draft when the target says 0 to it, on one tuple only
+        if tuple(drafts) == (4, 4):
+            return int(drafts[0])
+        return rrs(p, q, drafts, rng)
+
+    report = audit_verifier(leaks, sampler="iid", n=2, budget=120_000, seed=0)
+    caught = {c.case.name: c for c in report.lossy}
+    assert "target-zeros" in caught and caught["target-zeros"].impossible > 0
+    assert caught["target-zeros"].pvalue == 0.0 or caught["target-zeros"].reason.startswith(
+        f"{caught['target-zeros'].impossible} output(s) of target probability 0")
+    assert caught["target-zeros"].evidence[0].drafts == (4, 4)
+
+
+# --- the function's own failures, per case --------------------------------------------------------------------
+
+def test_exceptions_and_bad_outputs_are_reported_per_case_and_the_rest_is_audited():
+    def fussy(p, q, drafts, rng):
+        if p.size == 4:
+            raise ZeroDivisionError("no 4-token vocabularies here")
+        return rrs(p, q, drafts, rng)
+
+    report = audit_verifier(fussy, sampler="iid", n=2, budget=12_000, seed=0)
+    errors = {c.case.name: c.reason for c in report.errors}
+    assert set(errors) == {"one-hot-target", "one-hot-draft", "float-floor"}
+    assert all(r.startswith("the function raised ZeroDivisionError: no 4-token vocabularies here on drafts (")
+               for r in errors.values())
+    assert not report.lossy and not report.passed and "failed on 3 of 12 cases" in report.verdict()
+    cases = [make_case("one", [0.5, 0.5], [0.5, 0.5])]
+    for bad, fragment in ((lambda p, q, d, r: 2.5, "returned 2.5, not a token id"),
+                          (lambda p, q, d, r: None, "returned None, not a token id"),
+                          (lambda p, q, d, r: 7, "returned token 7, outside 0..1"),
+                          (lambda p, q, d, r: (int(d[0]), 1), "with accepted index 1, but draft 1 of"),
+                          (lambda p, q, d, r: (0, 1, 2), "of length 3")):
+        report = audit_verifier(bad, sampler="iid", n=2, cases=cases, budget=200, seed=0)
+        assert report.errors and fragment in report.errors[0].reason, report.errors[0].reason
+    writes = audit_verifier(lambda p, q, d, r: p.__setitem__(0, 1.0), sampler="iid", n=2, cases=cases, budget=200)
+    assert "read-only" in writes.errors[0].reason
+
+
+def test_library_input_errors():
+    for kwargs, fragment in (({"n": 0}, "number of drafts must be >= 1"),
+                             ({"n": 3, "sampler": "hub"}, "n = 2 only"),
+                             ({"n": 2, "alpha": 1.5}, "alpha must lie strictly between 0 and 1"),
+                             ({"n": 2, "budget": 500}, "give at least 1,200"),
+                             ({"n": 2, "cases": "every"}, "unknown cases 'every'"),
+                             ({"n": 2, "dtype": "float16"}, "unknown dtype 'float16'")):
+        with pytest.raises(InputError, match=fragment):
+            audit_verifier(rrs, **{"sampler": "iid", **kwargs})
+    with pytest.raises(InputError, match="must be callable"):
+        audit_verifier(42, n=2)
+
+
+# --- adapters and loading -------------------------------------------------------------------------------------
+
+def test_torch_functions_on_batched_tensors_are_audited_like_numpy_ones():
+    torch = pytest.importorskip("torch")
+
+    def torch_rrs(p, q, drafts, generator):  # wants [1, V] and [1, k], returns a [1] tensor
+        target = p[0]
+        for x in drafts[0]:
+            if torch.rand(1, generator=generator, dtype=p.dtype) * q[0, x] < target[x]:
+                return x.reshape(1)
+            residual = torch.clamp(target - q[0], min=0)
+            target = residual / residual.sum()
+        return torch.multinomial(target, 1, generator=generator)
+
+    fn = adapt_callable(torch_rrs, framework="torch", batched=True)
+    cases = battery_cases(2, dtype="float32")[:3]
+    report = audit_verifier(fn, sampler="iid", n=2, cases=cases, budget=6_000, seed=0, dtype="float32")
+    assert report.passed, report.details()
+    seen_p, _, tested_p, _ = case_inputs(cases[0], "float32")
+    assert seen_p.dtype == np.float32 and tested_p.sum() == pytest.approx(1.0, abs=1e-15)
+    broken = adapt_callable(lambda p, q, d, g: d[0, :1], framework="torch", batched=True)  # always the first draft
+    assert not audit_verifier(broken, sampler="iid", n=2, cases=cases, budget=6_000, dtype="float32").passed
+
+
+def test_loading_names_what_is_wrong(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text("import numpy as np\nVALUE = 3\n\ndef verify(p, q, drafts, rng):\n    return int(drafts[0])\n")
+    assert load_callable(f"{good}:verify")(None, None, np.array([2]), None) == 2
+    assert load_callable("mdsd_cli.audit.examples:rrs").__name__ == "rrs"
+    assert load_callable("mdsd:kseq", n=2)(np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([0, 1]),
+                                          np.random.default_rng(0))[0] in (0, 1)
+    (tmp_path / "syntax.py").write_text("def verify(p, q, drafts, rng)\n    return 0\n")
+    (tmp_path / "raises.py").write_text("import numpy\nraise RuntimeError('needs a GPU')\n")
+    for spec, fragment in ((f"{tmp_path / 'missing.py'}:verify", "missing.py not found"),
+                           (f"{good}:verfy", "has no 'verfy'; the functions it defines: verify"),
+                           (f"{good}:VALUE", "is a int, not a function"),
+                           (f"{tmp_path / 'syntax.py'}:verify", "syntax.py, line 1: SyntaxError:"),
+                           (f"{tmp_path / 'raises.py'}:verify", "raises.py raised RuntimeError: needs a GPU"),
+                           ("no_such_module_xyz:verify", "no module named 'no_such_module_xyz'"),
+                           ("mdsd_cli.audit.examples:nothing", "module mdsd_cli.audit.examples has no 'nothing'"),
+                           ("verify", "cannot tell the function from 'verify'"),
+                           ("mdsd:rrs", "need the number of drafts")):
+        with pytest.raises(CallableError, match=fragment.replace("(", r"\(")):
+            load_callable(spec)
+    with pytest.raises(InputError, match="unknown verifier 'rss'"):
+        load_callable("mdsd:rss", n=2)
+    with pytest.raises(InputError, match="lossless for iid drafts only, not 'wor'"):
+        load_callable("mdsd:rrs", n=2, sampler="wor")
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+EXAMPLES = "mdsd_cli.audit.examples"
+
+
+def test_cli_flags_a_broken_function_with_exit_1_and_writes_the_report(tmp_path):
+    out = tmp_path / "audit.csv"
+    result = run("audit", f"{EXAMPLES}:rrs_skipping_repeats", "-n", "3", "--budget", "60000", "--out", out,
+                 "--progress", "none")
+    assert result.exit_code == 1 and result.stdout == ""
+    df = pd.read_csv(out)
+    assert len(df) == 12 and set(df.status) == {"pass", "lossy"}
+    assert df.loc[df.name == "repeated-drafts", "status"].item() == "lossy"
+    assert (out.parent / "audit.csv.manifest.json").exists()
+    assert "case 2 repeated-drafts: output law departs from p" in result.stderr
+    assert "LOSSY on" in result.stderr.splitlines()[-1]
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_passes_a_correct_function_with_exit_0_and_data_only_on_stdout():
+    result = run("audit", f"{EXAMPLES}:rrs", "-n", "2", "--budget", "24000", "--cases", "battery", "--cases",
+                 "random", "--count", "3")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert len(df) == 15 and (df.status == "pass").all() and "exact_error" not in df.columns
+    assert (df.alpha_star - df.gap - df.acceptance).abs().max() < 1e-12
+    assert result.stderr.strip().splitlines()[-1].startswith("no loss of losslessness detected in 15 cases")
+
+
+def test_cli_exact_law_and_pair_files(tmp_path):
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.io import save_pairs
+
+    pairs = save_pairs(zipf_pairs(2, 6, seed=1), tmp_path / "pairs.npz")
+    result = run("audit", "mdsd:kseq", "--law", "mdsd:kseq", "-n", "2", "--cases", pairs, "--budget", "2000", "-q")
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert list(df.name) == ["pairs-0", "pairs-1"] and (df.exact_error < 1e-12).all()
+
+
+@pytest.mark.parametrize("args, code, fragment", [
+    (["nope.py:verify", "-n", "2"], 1, "Error: file nope.py not found"),
+    (["mdsd:rrs", "-n", "2", "-s", "wor"], 1, "Error: mdsd's rrs is lossless for iid drafts only, not 'wor'; "
+     "audit it with --sampler iid"),
+    (["mdsd:rrs", "-n", "2", "--budget", "100"], 1, "give at least 1,200"),
+    (["mdsd:rrs", "-n", "2", "--cases", "nothing.npz"], 1, "data file nothing.npz not found"),
+    (["mdsd:rrs", "-n", "2", "--alpha", "0"], 1, "--alpha must lie strictly between 0 and 1"),
+    (["mdsd:rrs", "-n", "2", "-s", "wro"], 2, "did you mean 'wor'?"),
+    (["mdsd:rrs"], 2, "Missing option '--drafts'"),
+])
+def test_cli_errors_are_one_line(args, code, fragment, tmp_path):
+    result = run("audit", *args, "--out", tmp_path / "x.csv")
+    assert result.exit_code == code, (result.exit_code, result.stderr)
+    assert fragment in " ".join(result.stderr.split()) and result.stdout == "" and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())  # no partial output
+
+
+def test_a_crashing_function_in_a_real_process_gives_no_traceback(tmp_path):
+    (tmp_path / "crash.py").write_text("def verify(p, q, drafts, rng):\n    return 1 // 0\n")
+    done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'crash.py'}:verify", "-n", "2",
+                           "--budget", "1200", "--progress", "none"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "the function raised ZeroDivisionError: integer division or modulo by zero on drafts (" in done.stderr
+    df = pd.read_csv(io.StringIO(done.stdout))
+    assert (df.status == "error").all() and df.calls.max() == 1 and math.isnan(df.acceptance[0])
+
+
+def test_acceptance_counts_the_given_index_else_an_output_among_the_drafts():
+    cases = [make_case("one", [0.5, 0.3, 0.2], [0.2, 0.3, 0.5])]
+
+    def from_p(p, q, drafts, rng):  # lossless, never "accepts", though its output is often a draft
+        return draw(p, rng)
+
+    said = audit_verifier(lambda p, q, d, r: (from_p(p, q, d, r), None), n=2, cases=cases, budget=4_000)
+    seen = audit_verifier(from_p, n=2, cases=cases, budget=4_000)
+    assert said.passed and seen.passed
+    assert said.cases[0].acceptance == 0.0
+    # P(Y in X) for Y ~ p independent of two iid drafts from q: sum_y p_y (1 - (1 - q_y)^2) = 0.483
+    assert abs(seen.cases[0].acceptance - 0.483) < 5 * seen.cases[0].acceptance_se
+
+
+def test_the_same_seed_gives_a_byte_identical_table_and_another_seed_other_calls():
+    args = ["audit", f"{EXAMPLES}:rrs_skipping_repeats", "-n", "3", "--budget", "24000", "--progress", "none"]
+    first, again, other = run(*args, "--seed", "5"), run(*args, "--seed", "5"), run(*args, "--seed", "6")
+    assert first.exit_code == again.exit_code == 1 and first.stdout == again.stdout
+    assert first.stdout != other.stdout
