@@ -30,7 +30,13 @@ from .laws import (
     set_law_from_tuples,
     top_tokens,
 )
-from .parametric import HybridSampler, TransformedSampler, parse_sampler_spec, truncate_top_k, truncate_top_p
+from .parametric import (
+    HybridSampler,
+    TransformedSampler,
+    parse_sampler_spec,
+    truncate_top_k,
+    truncate_top_p,
+)
 
 __all__ = [
     "MAX_TUPLES", "SAMPLERS", "TINY_MASS", "DraftSampler", "DraftSetLaw", "GreedySampler", "HubSampler",

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._wor_kernel import wor_hit_chain
-from ..distributions import _check_rows, _to_numpy, as_array, check_drafts
-from ..errors import USE_CHAIN, InputError, SizeLimitError, unknown_choice
+from ..distributions import check_drafts
+from ..errors import USE_CHAIN, InputError, SizeLimitError
 
 #: Largest number of draft tuples :meth:`DraftSampler.tuple_law` will enumerate.
 MAX_TUPLES = 5_000_000
