@@ -58,6 +58,19 @@ STACK_ENTRIES = 1 << 23
 
 COLUMNS = ["temperature", "n", "family", "parameter", "sampler", "pairs", "alpha_star", "ci95_low", "ci95_high",
            "gain_vs_wor", "gain_vs_iid", "selection", "heldout", "selected", "best_in_sample"]
+#: Extra columns with ``verify=True``.
+VERIFY_COLUMNS = ["verifier", "verifier_heldout"]
+
+
+def optimal_verifier_for(spec: str, n: int) -> str | None:
+    """The verifier that reaches α* of draft law ``spec`` at full vocabulary, if there is one:
+    ``optimal-iid`` for iid drafts, ``optimal-wor`` for wor drafts at n <= 2 (any transform of q)."""
+    s = get_sampler(spec)
+    if s.kind == "iid":
+        return "optimal-iid"
+    if s.kind == "wor" and n <= 2:
+        return "optimal-wor"
+    return None
 
 
 def parse_grid(text: str) -> tuple[str, tuple[float, ...]]:
@@ -164,7 +177,7 @@ def _split(num_pairs: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
                   grid: Mapping[str, Iterable[float]] | None = None, samplers: Iterable[str] = ("wor",),
-                  temperatures: Iterable[float] | None = None, rng=0,
+                  temperatures: Iterable[float] | None = None, rng=0, verify: bool = False,
                   progress: Callable[[int], None] | None = None):
     """Search the draft laws of each family for the one that maximises α*.
 
@@ -185,6 +198,11 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
         ``wor:temperature=x`` is then ``x`` times the target's.
     rng : int or numpy.random.Generator
         Seed of the split of the pairs into a selection half and a held-out half.
+    verify : bool
+        For each selected row whose law has a verifier reaching α* at full vocabulary
+        (:func:`optimal_verifier_for`), run it: ``verifier_heldout`` is its exact
+        acceptance rate averaged over the held-out half (equal to ``heldout`` when
+        the verifier reaches α*).
     progress : callable, optional
         Called with 1 after each (temperature, n) block, for a progress bar.
 
@@ -259,4 +277,18 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
     for _, group in df[df.family != "plain"].groupby(["temperature", "n", "family", "base"], sort=False):
         df.loc[group.selection.idxmax(), "selected"] = True  # first of ties: the lowest parameter listed
         df.loc[group.alpha_star.idxmax(), "best_in_sample"] = True
-    return df[COLUMNS]
+    if not verify:
+        return df[COLUMNS]
+    from .verifiers import acceptance_rate
+
+    df["verifier"] = None
+    df["verifier_heldout"] = math.nan
+    for i in np.flatnonzero(df.selected.to_numpy()):
+        row = df.iloc[i]
+        name = optimal_verifier_for(row.sampler, int(row.n))
+        if name is None:
+            continue
+        b = batch if row.temperature == batch.temperature else batch.at_temperature(row.temperature)
+        rates = acceptance_rate(name, b.target[hold], b.draft[hold], int(row.n), sampler=row.sampler)
+        df.loc[df.index[i], ["verifier", "verifier_heldout"]] = [name, float(np.mean(rates))]
+    return df[COLUMNS + VERIFY_COLUMNS]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -46,6 +47,14 @@ BaseOpt = Annotated[list[str] | None, typer.Option(
 SplitSeedOpt = Annotated[int, typer.Option(
     "--split-seed", min=0, help="Seed of the random split of the pairs into a selection half and a held-out half.",
     rich_help_panel=DESIGN_PANEL)]
+VerifyOpt = Annotated[bool, typer.Option(
+    "--verify", help="Also run the verifier that reaches α* of each selected law at full vocabulary (optimal-iid "
+    "for iid drafts, optimal-wor for wor at n <= 2) on the held-out half: columns verifier, verifier_heldout.",
+    rich_help_panel=DESIGN_PANEL)]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="An experiment (TOML, e.g. experiments/draft-design.toml): datasets as in mdsd sweep, plus "
+    "temperatures, drafts, families, samplers, grids, split_seed, verify. Replaces the data and design options; "
+    "adds a dataset column.", rich_help_panel=DESIGN_PANEL, exists=False, dir_okay=False)]
 AllRowsOpt = Annotated[bool, typer.Option(
     "--best", help="Only the plain samplers and the selected parameter of each family.",
     rich_help_panel=DESIGN_PANEL)]
@@ -70,6 +79,8 @@ def design(
     sampler: BaseOpt = None,
     split_seed: SplitSeedOpt = 0,
     best: AllRowsOpt = False,
+    verify: VerifyOpt = False,
+    config: ConfigOpt = None,
     out: OutOpt = None,
     fmt: FormatOpt = None,
     quiet: QuietOpt = False,
@@ -87,6 +98,13 @@ def design(
 
     if out is not None:
         check_output_path(out)
+    if config is not None:
+        df, settings = _run_config(ctx, config, progress=progress, quiet=quiet)
+        if best:
+            df = df[(df.family == "plain") | df.selected].reset_index(drop=True)
+        emit_table(df, out=out, fmt=fmt or ("table" if out is None else None),
+                   manifest=build_manifest("design", {**settings, "best": best}), quiet=quiet)
+        return
     families = list(dict.fromkeys(f.replace("_", "-") for f in (family or FAMILIES)))
     grids = dict(parse_grid(g) for g in (grid or []))
     temps = list(dict.fromkeys(temperature or [1.0]))
@@ -99,7 +117,7 @@ def design(
         base = base.at_temperature(1.0)
     with show_progress("design", len(temps) * len(ns), mode=progress, quiet=quiet) as advance:
         df = design_search(base, ns, families=families, grid=grids, samplers=bases, temperatures=temps,
-                           rng=split_seed, progress=advance)
+                           rng=split_seed, verify=verify, progress=advance)
     if best:
         df = df[(df.family == "plain") | df.selected].reset_index(drop=True)
     config = {
@@ -108,10 +126,65 @@ def design(
                                       concentration=concentration, exponent=exponent, noise=noise),
         "pairs": pairs, "pair_range": pair_range, "temperatures": temps, "drafts": ns, "families": families,
         "grids": {k: list(v) for k, v in grids.items()}, "samplers": bases, "split_seed": split_seed,
-        "renormalize": renormalize, "best": best,
+        "renormalize": renormalize, "best": best, "verify": verify,
     }
     emit_table(df, out=out, fmt=fmt or ("table" if out is None else None),
                manifest=build_manifest("design", config), quiet=quiet)
+
+
+#: Keys of a design experiment file and their types.
+CONFIG_KEYS = {"name": str, "description": str, "datasets": list, "temperatures": list, "drafts": list,
+               "families": list, "samplers": list, "grids": dict, "split_seed": int, "verify": bool}
+
+
+def _run_config(ctx, path: Path, *, progress, quiet):
+    """Run the design experiment described by a TOML file: one design_search per dataset."""
+    import pandas as pd
+    import tomllib
+
+    from ..design import FAMILIES, design_search, parse_grid
+    from ..errors import InputError
+    from ..sweep import _base_pairs, _check_dataset_exists, _dataset_specs
+    from .data import given
+
+    clash = given(ctx, "data", "synthetic", "pairs", "pair_range", "temperature", "drafts", "family", "grid",
+                  "sampler", "split_seed", "verify")
+    if clash:
+        raise InputError(f"--config replaces {', '.join(clash)}; set them in {path} instead")
+    if not path.exists():
+        raise InputError(f"config file {path} not found")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not valid TOML ({exc})") from None
+    where = str(path)
+    for key, value in data.items():
+        if key not in CONFIG_KEYS:
+            raise InputError(f"{where}: unknown key {key!r}; allowed: {', '.join(CONFIG_KEYS)}")
+        if not isinstance(value, CONFIG_KEYS[key]):
+            raise InputError(f"{where}: {key!r} must be a {CONFIG_KEYS[key].__name__}, got {value!r}")
+    if not data.get("datasets"):
+        raise InputError(f"{where}: 'datasets' is missing or empty; add at least one [[datasets]] entry")
+    specs = [s for i, d in enumerate(data["datasets"]) for s in _dataset_specs(d, f"{where}: datasets[{i}]")]
+    for spec in specs:
+        _check_dataset_exists(spec, where)
+    grids = dict(parse_grid(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}")
+                 for k, v in data.get("grids", {}).items())
+    settings = {k: data.get(k, default) for k, default in (
+        ("temperatures", [1.0]), ("drafts", [2]), ("families", list(FAMILIES)), ("samplers", ["wor"]),
+        ("split_seed", 0), ("verify", False))}
+    temps, ns = [float(t) for t in settings["temperatures"]], [int(n) for n in settings["drafts"]]
+    frames = []
+    with show_progress("design", len(specs) * len(temps) * len(ns), mode=progress, quiet=quiet) as advance:
+        for spec in specs:
+            df = design_search(_base_pairs(spec), ns, families=settings["families"], grid=grids,
+                               samplers=settings["samplers"], temperatures=temps, rng=settings["split_seed"],
+                               verify=settings["verify"], progress=advance)
+            df.insert(0, "dataset", spec.name)
+            frames.append(df)
+    settings.update(name=data.get("name", path.stem), config=str(path), grids={k: list(v) for k, v in grids.items()},
+                    datasets=[s.as_dict() for s in specs])
+    return pd.concat(frames, ignore_index=True), settings
 
 
 __all__ = ["design"]
