@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.mdsd-installed
 
 .DEFAULT_GOAL := help
 SWEEPS := draft-samplers verifier-gap num-drafts scaling
-EXPERIMENTS := $(SWEEPS) tree-decode
+EXPERIMENTS := $(SWEEPS) tree-decode draft-design
 JOBS ?= 2
 .PHONY: help install test lint bound bench clean reproduce figures findings $(EXPERIMENTS)
 
@@ -42,7 +42,7 @@ bound: $(STAMP) ## Main job: α* for the built-in synthetic pairs, every sampler
 bench: $(STAMP) ## Every performance target as a ratio to a baseline timed in the same run
 	@$(BIN)/mdsd bench -f table
 
-reproduce: $(STAMP) ## Main job: all five experiments, their figures and FINDINGS.md into results/
+reproduce: $(STAMP) ## Main job: all six experiments, their figures and FINDINGS.md into results/
 	@for e in $(EXPERIMENTS); do $(MAKE) --no-print-directory $$e || exit 1; done
 	@$(MAKE) --no-print-directory findings
 
@@ -54,6 +54,11 @@ tree-decode: $(STAMP) ## Decoding with draft trees on pydoc-ngram: block efficie
 	@mkdir -p results/$@
 	@$(BIN)/mdsd decode --config experiments/$@.toml --jobs $(JOBS) --out results/$@/summary.csv \
 		--timings results/$@/timings.csv --per-prompt results/$@/prompts.csv --steps results/$@/steps.parquet
+	@$(BIN)/mdsd plot results/$@ --quiet
+
+draft-design: $(STAMP) ## Draft-law design on pydoc-ngram and zipf-32k: the best temperature, top-k, top-p, hybrid per (T, n)
+	@mkdir -p results/$@
+	@$(BIN)/mdsd design --config experiments/$@.toml --out results/$@/summary.csv
 	@$(BIN)/mdsd plot results/$@ --quiet
 
 figures: $(STAMP) ## Redraw every figure from the tables in results/

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import DataFileError, InputError, OutputError, option, unknown_choice
 
-KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling", "tree-decode")
+KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling", "tree-decode", "draft-design")
 COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
           "rrs": "#1f77b4", "rrsw": "#2ca02c", "kseq": "#ff7f0e", "otm": "#17becf", "chain": "#1f77b4",
           "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728", "optimal-iid": "#000000",
@@ -263,6 +263,41 @@ def plot_tree_decode(summary, out: Path) -> list[Path]:
 
 
 #: Columns of a sweep's summary.csv that the figures read.
+def plot_design(summary, out: Path) -> list[Path]:
+    """α* of the temperature family against the absolute drafting temperature (x times the target's),
+    one line per target temperature, a panel per n; the selected parameter is ringed."""
+    plt = _pyplot()
+    rows = summary[summary.family == "temperature"]
+    if rows.empty:
+        raise DataFileError("the design table has no temperature family rows to plot")
+    if "dataset" not in rows.columns:
+        rows = rows.assign(dataset="design")
+    paths = []
+    colours = plt.get_cmap("viridis")
+    for dataset, d in rows.groupby("dataset", sort=False):
+        ns = sorted(d.n.unique())
+        temps = sorted(d.temperature.unique())
+        fig, axes = _panels(plt, len(ns), f"α* against the drafting temperature — {dataset}")
+        for ax, n in zip(axes, ns):
+            for k, T in enumerate(temps):
+                g = d[(d.n == n) & (d.temperature == T)].sort_values("parameter")
+                colour = colours(k / max(len(temps) - 1, 1))
+                x = g.parameter * T
+                ax.plot(x, g.alpha_star, "-", color=colour, lw=1.4, label=f"target T = {T:g}")
+                ax.fill_between(x, g.ci95_low, g.ci95_high, color=colour, alpha=0.1, lw=0)
+                chosen = g[g.selected]
+                ax.plot(chosen.parameter * T, chosen.alpha_star, "o", mfc="none", color=colour, ms=7)
+                ax.axvline(T, color=colour, lw=0.8, ls=":")
+            ax.set_xscale("log")
+            ax.set_title(f"n = {n} ({d.sampler.iloc[0].split(':')[0]} drafts)")
+            ax.set_xlabel("drafting temperature (log scale; dotted: the target's)")
+        axes[0].set_ylabel("optimal acceptance α*")
+        axes[0].legend(fontsize=7)
+        paths += _save(fig, out, f"alpha-vs-draft-temperature-{dataset}")
+        plt.close(fig)
+    return paths
+
+
 SUMMARY_COLUMNS = {"dataset", "vocab", "temperature", "n", "kind", "name", "sampler", "method", "status", "mean",
                    "ci95_low", "ci95_high", "alpha_star_mean", "gap_mean"}
 
@@ -284,6 +319,10 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
         if figure not in (None, "tree-decode"):
             raise InputError(f"{summary_path} is an mdsd decode summary; its figure is tree-decode, not {figure}")
         return plot_tree_decode(summary, out)
+    if "family" in summary.columns and "selected" in summary.columns:  # an mdsd design table
+        if figure not in (None, "draft-design"):
+            raise InputError(f"{summary_path} is an mdsd design table; its figure is draft-design, not {figure}")
+        return plot_design(summary, out)
     missing = sorted(SUMMARY_COLUMNS - set(summary.columns))
     if missing:
         raise DataFileError(f"{summary_path} lacks the column(s) {', '.join(missing)}; it is not a sweep summary "

@@ -158,13 +158,17 @@ class SweepConfig:
     def validate(self, where: str = "config") -> None:
         """Check every name and range now, before any work starts."""
         from .bounds import SOLVERS
-        from .samplers import SAMPLERS
+        from .samplers import get_sampler
         from .verifiers import VERIFIERS
 
         if not self.samplers and not self.verifiers:
             raise InputError(f"{where}: empty grid: give 'samplers' (for α*) and/or 'verifiers'")
-        for kind, names, known in (("sampler", self.samplers, SAMPLERS), ("solver", self.solvers, SOLVERS),
-                                   ("verifier", self.verifiers, VERIFIERS)):
+        for name in self.samplers:
+            try:
+                get_sampler(name)
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
+        for kind, names, known in (("solver", self.solvers, SOLVERS), ("verifier", self.verifiers, VERIFIERS)):
             for name in names:
                 if name not in known:
                     raise InputError(f"{where}: unknown {kind} {name!r}; choose from {', '.join(known)}"
@@ -195,7 +199,6 @@ class SweepConfig:
 
     # -- the grid ------------------------------------------------------------------------
     def cells(self) -> list[Cell]:
-        from .samplers import SAMPLERS
         from .verifiers import VERIFIERS
 
         out: list[Cell] = []
@@ -203,7 +206,7 @@ class SweepConfig:
             for T in self.temperatures:
                 for n in self.drafts:
                     for s in self.samplers:
-                        if SAMPLERS[s].fixed_n is not None and n != SAMPLERS[s].fixed_n:
+                        if not sampler_defined_for(s, n):
                             continue
                         for solver in self.solvers:
                             out.append(Cell(spec, float(T), int(n), "bound", s, solver, s, self.seed,
@@ -215,6 +218,17 @@ class SweepConfig:
                         out.append(Cell(spec, float(T), int(n), "verify", v, self.method, cls.default_sampler,
                                         self.seed, samples=self.samples, max_lp_variables=self.max_lp_variables))
         return out
+
+
+def sampler_defined_for(spec: str, n: int) -> bool:
+    """Whether draft sampler ``spec`` is defined for ``n`` drafts (``hub``: n = 2; ``hybrid:m=k``: n > k)."""
+    from .samplers import get_sampler
+
+    try:
+        get_sampler(spec).check_n(n)
+    except InputError:
+        return False
+    return True
 
 
 def _check_type(where, key, value, expected):

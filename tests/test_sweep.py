@@ -99,7 +99,7 @@ def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("change,message", [
     ({"colour": "red"}, "unknown key"),
     ({"verifiers": ["spectr"]}, "unknown verifier"),
-    ({"samplers": ["beam"]}, "unknown sampler"),
+    ({"samplers": ["beam"]}, "unknown draft sampler"),
     ({"samplers": [], "verifiers": []}, "empty grid"),
     ({"drafts": "2"}, "'drafts' must be list"),
     ({"temperatures": [1.0, "hot"]}, "must be a number"),

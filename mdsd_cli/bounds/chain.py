@@ -139,11 +139,14 @@ def chain_solve(P: np.ndarray, Q: np.ndarray, n: int, *, sampler: str = "iid", w
         The minimising token sets, when ``want_sets``.
     """
     s = get_sampler(sampler)
+    if s.base is not s:  # a transformed draft law: the base sampler on q'
+        Q = s.draft_distribution(Q)
+        s = s.base
     N, V = P.shape
     values = np.empty(N)
     sizes = np.empty(N, dtype=np.int64)
     sets: list[np.ndarray] | None = [] if want_sets else None
-    if s.name == "iid":
+    if s.kind == "iid":
         for rows in _chunks(N, V):
             v, k, order = _iid_batch(P[rows], Q[rows], n)
             values[rows] = v

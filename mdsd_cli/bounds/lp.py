@@ -49,13 +49,16 @@ MAX_LP_VARIABLES = 2_000_000
 
 def estimate_lp_variables(sampler: DraftSampler, q: np.ndarray, n: int) -> int:
     """Number of (set, token) pairs of the flow LP, computed without enumerating."""
+    q = sampler.draft_distribution(q)
     m = int(np.count_nonzero(q > 0))
     k = min(n, m)
-    if sampler.name == "iid":
+    if sampler.kind == "iid":
         return sum(math.comb(m, j) * j for j in range(1, k + 1))
-    if sampler.name == "wor":
+    if sampler.kind == "wor":
         return math.comb(m, k) * k
-    if sampler.name == "hub":
+    if sampler.kind == "hybrid":
+        return k if m < n else math.comb(m - sampler.base.m, n - sampler.base.m) * n
+    if sampler.kind == "hub":
         return 1 if m < 2 else 2 * (m - 1)
     return k if m < n else (m - n + 1) * n  # greedy
 

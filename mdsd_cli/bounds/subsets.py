@@ -8,7 +8,10 @@ independently of the chain machinery:
 * ``wor``: a dynamic programme over subsets gives the law of the drawn set,
   ``P(S) = sum_{x in S} P(S - x) q(x) / q(complement of S - x)``, then a
   subset-sum (zeta) transform gives ``g``;
-* ``greedy``/``hub``: the enumerated set law, then the zeta transform.
+* ``greedy``/``hub``/``hybrid``: the enumerated set law, then the zeta transform.
+
+A transformed draft law (``wor:temperature=0.8``) is its base sampler on the
+transformed ``q'``.
 
 Then ``alpha* = min_A 1 - p(A) + 1 - g(complement of A)``.
 """
@@ -82,12 +85,14 @@ def subsets_solve(p: np.ndarray, q: np.ndarray, n: int, sampler: DraftSampler) -
             f"subsets enumerates 2^V sets and accepts V <= {MAX_SUBSET_VOCAB}, got V={V}; "
             f"use {USE_CHAIN} (exact, O(V log V))"
         )
-    if sampler.name == "iid":
+    law = sampler.base  # a transformed draft law is the base sampler on q'
+    q = sampler.draft_distribution(q)
+    if law.kind == "iid":
         all_in = _subset_sums(q, V) ** n
-    elif sampler.name == "wor":
+    elif law.kind == "wor":
         all_in = _zeta(_wor_set_law(q, n, V), V)
     else:
-        all_in = _zeta(_law_masks(sampler, q, n, V), V)
+        all_in = _zeta(_law_masks(law, q, n, V), V)
     full = (1 << V) - 1
     p_in = _subset_sums(p, V)
     objective = 1.0 - p_in + 1.0 - all_in[full ^ np.arange(1 << V)]

@@ -16,6 +16,7 @@ from . import bench as bench_commands
 from . import bound as bound_commands
 from . import datasets as dataset_commands
 from . import decode as decode_commands
+from . import design as design_commands
 from . import sweep as sweep_commands
 from . import verify as verify_commands
 from .console import err_console
@@ -74,6 +75,7 @@ def _root(
 
 
 app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
+app.command("design", rich_help_panel="Bounds")(design_commands.design)
 app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
 app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
 app.command("audit", rich_help_panel="Verifiers")(audit_commands.audit)

@@ -45,14 +45,17 @@ CHAIN_BATCH = 64
 
 
 def _expand_samplers(choices, drafts) -> list[tuple[str, int]]:
-    names = [c.value for c in (choices or [])] or ["iid"]
+    names = [str(getattr(c, "value", c)) for c in (choices or [])] or ["iid"]
     explicit = [x for x in names if x != "all"]
     if "all" in names:
         names = sampler_names()
     ordered = list(dict.fromkeys(names))
     combos = []
-    for name in ordered:
+    for name in dict.fromkeys(get_sampler(x).name for x in ordered):  # canonical: wor:temperature=1 is wor
         sampler = get_sampler(name)
+        if name.startswith("hybrid"):
+            for n in drafts:
+                sampler.check_n(n)  # m must be below every n asked for
         skipped = []
         for n in drafts:
             if sampler.fixed_n is not None and n != sampler.fixed_n:
@@ -156,7 +159,7 @@ def _warm_up(combos, solvers, lp_solver) -> None:
     """Solve a 3-token problem per (sampler, solver) so that one-off costs (numba
     compilation or cache loading, CVXPY import) stay out of the per-pair times."""
     p, q = [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]
-    for name, n in dict.fromkeys((name, min(n, 3) if name != "hub" else 2) for name, n in combos):
+    for name, n in dict.fromkeys((name, n if get_sampler(name).fixed_n is None else 2) for name, n in combos):
         for sv in solvers:
             solve_optimal_acceptance(p, q, n, sampler=name, solver=sv, lp_solver=lp_solver)
 

@@ -120,9 +120,27 @@ NoiseOpt = Annotated[float, typer.Option(
     "--noise", min=0.0, help="Std of the Gaussian noise added to the draft logits (zipf family).",
     rich_help_panel=SYNTHETIC_PANEL)]
 
+def sampler_specs(value):
+    """A Typer callback checking draft sampler specs (``wor``, ``wor:temperature=0.8``, ``hybrid:m=2``, ``all``)."""
+    from ..errors import MdsdError
+    from ..samplers import get_sampler
+
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if v is None or v == "all":
+            continue
+        try:
+            get_sampler(v)
+        except MdsdError as e:
+            raise typer.BadParameter(e.cli_message()) from None
+    return value
+
+
+SAMPLER_SPEC_HELP = ("iid, wor, greedy, hub, or a parametric law: base:temperature=τ, base:top_k=k, "
+                     "base:top_p=π (drafts from the transformed q), hybrid:m=k (top k tokens + n-k drawn "
+                     "without replacement)")
 SamplerOpt = Annotated[list[str] | None, typer.Option(
-    "--sampler", "-s", help="Draft sampler(s); repeat or use 'all'. (default: iid)",
-    rich_help_panel=COMPUTE_PANEL, callback=choice(SamplerChoice), metavar=metavar(SamplerChoice))]
+    "--sampler", "-s", help=f"Draft sampler(s): {SAMPLER_SPEC_HELP}; repeat, or 'all' for the four plain ones. "
+    "(default: iid)", rich_help_panel=COMPUTE_PANEL, callback=sampler_specs, metavar="SPEC")]
 DraftsOpt = Annotated[list[int] | None, typer.Option(
     "--drafts", "-n", min=1, help="Number(s) of drafts; repeat for several. (default: 2)",
     rich_help_panel=COMPUTE_PANEL)]
@@ -201,5 +219,6 @@ MethodOpt = Annotated[str, typer.Option(
 SamplesOpt = Annotated[int, typer.Option(
     "--samples", min=2, help="Draft tuples per Monte Carlo estimate.", rich_help_panel=VERIFY_PANEL)]
 VerifySamplerOpt = Annotated[str | None, typer.Option(
-    "--draft-law", help="Draft law for verifiers that accept several (nss, otm); others use their own.",
-    rich_help_panel=VERIFY_PANEL, callback=choice(SamplerChoice), metavar=metavar(SamplerChoice))]
+    "--draft-law", help="Draft law (a sampler spec, e.g. iid:temperature=0.8): nss and otm take any; the others "
+    "take their own law with any temperature, top_k or top_p, and verify against that transformed q. "
+    "(default: each verifier's own)", rich_help_panel=VERIFY_PANEL, callback=sampler_specs, metavar="SPEC")]

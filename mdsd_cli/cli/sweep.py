@@ -107,15 +107,19 @@ def _warn_incomplete_dumps(cfg) -> None:
 
 def _warn_skipped(cfg) -> None:
     """Say which (sampler or verifier, n) the grid leaves out: those defined for one n only (hub)."""
-    from ..samplers import SAMPLERS
+    from ..sweep import sampler_defined_for
     from ..verifiers import VERIFIERS
 
-    for kind, names, registry in (("sampler", cfg.samplers, SAMPLERS), ("verifier", cfg.verifiers, VERIFIERS)):
-        for name in names:
-            fixed = registry[name].fixed_n
-            left_out = [n for n in cfg.drafts if fixed is not None and n != fixed]
-            if left_out:
-                warn(f"skipping {kind} {name} at n={', '.join(map(str, left_out))}: it is defined for n = {fixed} only")
+    for name in cfg.samplers:
+        left_out = [n for n in cfg.drafts if not sampler_defined_for(name, n)]
+        if left_out:
+            warn(f"skipping sampler {name} at n={', '.join(map(str, left_out))}: it is not defined there "
+                 "(hub: n = 2 only; hybrid:m=k: n > k)")
+    for name in cfg.verifiers:
+        fixed = VERIFIERS[name].fixed_n
+        left_out = [n for n in cfg.drafts if fixed is not None and n != fixed]
+        if left_out:
+            warn(f"skipping verifier {name} at n={', '.join(map(str, left_out))}: it is defined for n = {fixed} only")
 
 
 def _spec_to_toml(spec) -> dict:

@@ -64,10 +64,11 @@ def _expand_verifiers(names, drafts, draft_law):
     skipped: dict[str, list[int]] = {}
     for name in dict.fromkeys(chosen):
         cls = get_verifier(name)
-        sampler = draft_law if (draft_law and cls.samplers is None) else cls.default_sampler
-        if draft_law and cls.samplers is not None and draft_law not in cls.samplers and name in explicit:
-            raise InputError(f"verifier {name} is lossless for {'/'.join(cls.samplers)} drafts only, "
-                             f"not {draft_law!r}")
+        fits = draft_law and (cls.samplers is None or get_sampler(draft_law).kind in cls.samplers)
+        sampler = get_sampler(draft_law).name if fits else cls.default_sampler
+        if draft_law and not fits and name in explicit:
+            raise InputError(f"verifier {name} is lossless for {'/'.join(cls.samplers)} drafts only (with any "
+                             f"temperature, top_k or top_p), not {draft_law!r}")
         for n in drafts:
             if cls.fixed_n is not None and n != cls.fixed_n:
                 if name in explicit:
@@ -149,7 +150,7 @@ def verify(
     base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
                          concentration=concentration, exponent=exponent, noise=noise, renormalize=renormalize,
                          pair_range=pair_range, seed_is_synthetic=False, ctx=ctx)
-    law = draft_law.value if draft_law is not None else None
+    law = draft_law
     if law == "all":
         raise InputError("--draft-law takes one sampler, not 'all'")
     combos, explicit = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [2])), law)
@@ -278,7 +279,7 @@ def check_lossless(
     """
     if out is not None:
         check_output_path(out)
-    law = draft_law.value if draft_law is not None else None
+    law = draft_law
     combos, _ = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [1, 2, 3])), law)
     if data is not None or synthetic is not None:
         warn_ignored(ctx, ("cases", "vocab_max"), "with --data or --synthetic (they describe the random small cases)")

@@ -122,25 +122,29 @@ class PreparedVerifier:
     fixed_n: ClassVar[int | None] = None
 
     def __init__(self, p: np.ndarray, q: np.ndarray, n: int, sampler: str | None = None):
-        sampler = sampler or self.default_sampler
-        if self.samplers is not None and sampler not in self.samplers:
+        spec = get_sampler(sampler or self.default_sampler)
+        if self.samplers is not None and spec.kind not in self.samplers:
             raise InputError(
-                f"verifier {self.name} is lossless for {'/'.join(self.samplers)} drafts only, "
-                f"not {sampler!r}"
+                f"verifier {self.name} is lossless for {'/'.join(self.samplers)} drafts only (with any "
+                f"temperature, top_k or top_p), not {spec.name!r}"
             )
-        self.draft_sampler = get_sampler(sampler)
-        self.n = self.draft_sampler.check_n(n)
+        #: The draft law as named (``wor:temperature=0.8``); ``draft_sampler`` is its base
+        #: sampler and ``q`` the law the drafts are really drawn from (``q'``), which is what
+        #: the verifier must verify against.
+        self.sampler_spec = spec
+        self.draft_sampler = spec.base
+        self.n = spec.check_n(n)
         if self.fixed_n is not None and self.n != self.fixed_n:
             raise InputError(f"verifier {self.name} is defined for n = {self.fixed_n} only, got n = {self.n}")
         self.p = np.asarray(p, dtype=np.float64)
-        self.q = np.asarray(q, dtype=np.float64)
+        self.q = np.asarray(spec.draft_distribution(np.asarray(q, dtype=np.float64)), dtype=np.float64)
         self.V = self.p.size
         self.num_drafts = self.draft_sampler.num_drafts(self.q, self.n)
         self.setup()
 
     @property
     def sampler(self) -> str:
-        return self.draft_sampler.name
+        return self.sampler_spec.name
 
     @classmethod
     def check_size(cls, q, n: int, sampler: str) -> None:

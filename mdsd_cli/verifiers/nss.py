@@ -27,7 +27,7 @@ class NSS(PreparedVerifier):
         return sample_from_law(self.p, np.atleast_2d(drafts).shape[0], rng)
 
     def exact_rate(self):
-        name = self.sampler
+        name = self.draft_sampler.kind
         if name == "iid":
             with np.errstate(divide="ignore"):
                 included = -np.expm1(self.n * np.log1p(-np.minimum(self.q, 1.0)))

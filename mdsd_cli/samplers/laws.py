@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._wor_kernel import wor_hit_chain
-from .distributions import _check_rows, _to_numpy, as_array, check_drafts
-from .errors import USE_CHAIN, InputError, SizeLimitError, unknown_choice
+from .._wor_kernel import wor_hit_chain
+from ..distributions import check_drafts
+from ..errors import USE_CHAIN, InputError, SizeLimitError
 
 #: Largest number of draft tuples :meth:`DraftSampler.tuple_law` will enumerate.
 MAX_TUPLES = 5_000_000
@@ -166,9 +166,17 @@ def set_law_from_tuples(tuples: np.ndarray, prob: np.ndarray) -> DraftSetLaw:
 
 
 class DraftSampler:
-    """Base class of the draft samplers; subclasses implement the law."""
+    """Base class of the draft samplers; subclasses implement the law.
+
+    ``name`` is the sampler's spec as the user writes it (``wor``,
+    ``wor:temperature=0.8``, ``hybrid:m=2``); ``kind`` is the family whose law
+    it follows once its draft distribution is known (``wor`` for both of the
+    first two): the solvers and verifiers dispatch on ``kind`` after replacing
+    ``q`` by :meth:`draft_distribution`.
+    """
 
     name: str = ""
+    kind: str = ""
     description: str = ""
     #: If set, the only number of drafts the sampler is defined for.
     fixed_n: int | None = None
@@ -180,6 +188,15 @@ class DraftSampler:
                 f"{self.name} drafts are defined for n = {self.fixed_n} only, got n = {n}"
             )
         return n
+
+    @property
+    def base(self) -> DraftSampler:
+        """The sampler that draws from :meth:`draft_distribution` (``self`` unless a transform is applied)."""
+        return self
+
+    def draft_distribution(self, q: np.ndarray) -> np.ndarray:
+        """The law the drafter really samples from, ``[V]`` or ``[N, V]`` (``q`` itself here)."""
+        return q
 
     # --- laws -------------------------------------------------------------------------
     def num_drafts(self, q: np.ndarray, n: int) -> int:
@@ -245,6 +262,7 @@ def _cdf_draw(q: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 class IIDSampler(DraftSampler):
     name = "iid"
+    kind = "iid"
     description = "n independent draws from q (with replacement)"
 
     def num_drafts(self, q, n):
@@ -289,6 +307,7 @@ class IIDSampler(DraftSampler):
 
 class WORSampler(DraftSampler):
     name = "wor"
+    kind = "wor"
     description = "n draws without replacement (sequential, renormalised)"
 
     def sample(self, q, n, rng, size):
@@ -340,6 +359,7 @@ class WORSampler(DraftSampler):
 
 class GreedySampler(DraftSampler):
     name = "greedy"
+    kind = "greedy"
     description = "the n-1 most probable tokens of q plus one draw from the rest"
 
     def top_set(self, q, n) -> np.ndarray:
@@ -415,6 +435,7 @@ class GreedySampler(DraftSampler):
 
 class HubSampler(GreedySampler):
     name = "hub"
+    kind = "hub"
     description = "SpecHub pairs (n = 2): x1 ~ q, x2 = argmax q unless x1 is it"
     fixed_n = 2
 
@@ -447,118 +468,3 @@ class HubSampler(GreedySampler):
         prob = np.concatenate((q[others], q[a] * q[others] / rest_mass))
         return np.concatenate((first, second)).astype(np.int64), prob
 
-
-#: Draft samplers by CLI name.
-SAMPLERS: dict[str, DraftSampler] = {
-    s.name: s for s in (IIDSampler(), WORSampler(), GreedySampler(), HubSampler())
-}
-
-
-def sampler_names() -> list[str]:
-    """Names of the registered draft samplers."""
-    return list(SAMPLERS)
-
-
-def get_sampler(name: str) -> DraftSampler:
-    """The sampler registered as ``name``; raises :class:`InputError` for unknown names."""
-    try:
-        return SAMPLERS[name]
-    except (KeyError, TypeError):
-        raise unknown_choice("draft sampler", name, SAMPLERS) from None
-
-
-def _one_distribution(q, name="draft", renormalize: bool = False) -> np.ndarray:
-    converted = _to_numpy(q)
-    if converted[0].ndim != 1:
-        raise InputError(f"{name} must be one distribution of shape [V], got shape {tuple(converted[0].shape)}")
-    return _check_rows(*converted, name=name, renormalize=renormalize, atol=None)[0]
-
-
-def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None = None,
-                  renormalize: bool = False) -> np.ndarray:
-    """Sample draft tuples from ``q``.
-
-    Parameters
-    ----------
-    q : array_like ``[V]``
-        Draft distribution: a list, numpy array or torch tensor of any float dtype
-        and device (copied to the CPU as float64).
-    n : int
-        Number of drafts.
-    sampler : {"iid", "wor", "greedy", "hub"}
-    rng : numpy.random.Generator, int or None
-        Random source (an int is used as a seed).
-    size : int, optional
-        Number of tuples; ``None`` returns one tuple.
-    renormalize : bool
-        Rescale a ``q`` that does not sum to 1 within rounding instead of refusing it.
-
-    Returns
-    -------
-    ndarray of int64, shape ``[k]`` or ``[size, k]``
-        Token ids; ``k = n`` except for ``wor``/``greedy``/``hub`` when q has fewer
-        than n tokens of positive mass (then the whole support).
-    """
-    s = get_sampler(sampler)
-    n = s.check_n(n)
-    qv = _one_distribution(q, renormalize=renormalize)
-    rng = np.random.default_rng(rng)
-    if size is None:
-        return s.sample(qv, n, rng, 1)[0]
-    if int(size) < 0:
-        raise InputError(f"size must be >= 0, got {size}")
-    return s.sample(qv, n, rng, int(size))
-
-
-def hit_probability_chain(q, n: int, order, *, sampler: str = "iid", renormalize: bool = False) -> np.ndarray:
-    """``P(X hits A_k)`` for every prefix ``A_k = {order[0..k-1]}``, ``k = 0..V``.
-
-    For ``iid``: ``1 - (1 - q(A))^n``; ``greedy``/``hub`` with top set ``T``: 1 if
-    ``A`` meets ``T``, else ``q(A) / (1 - q(T))``; ``wor``: the exponential-clock
-    integral of :mod:`mdsd_cli._wor_kernel`, exact to about 1e-12.
-    """
-    s = get_sampler(sampler)
-    n = s.check_n(n)
-    qv = _one_distribution(q, renormalize=renormalize)
-    order = as_array(order)
-    if order.shape != qv.shape or not np.array_equal(np.sort(order), np.arange(qv.size)):
-        raise InputError("order must be a permutation of the token ids 0..V-1")
-    return s.hit_probability_chain(qv, n, order.astype(np.int64))
-
-
-def hit_probability(q, n: int, tokens, *, sampler: str = "iid", renormalize: bool = False) -> float:
-    """``P(X hits A)``: the chance that some draft lies in the token set ``A``.
-
-    ``tokens`` is a collection of token ids (list, set, integer array) or a
-    boolean mask of length V.
-    """
-    qv = _one_distribution(q, renormalize=renormalize)
-    if isinstance(tokens, (set, frozenset)):
-        tokens = sorted(tokens)
-    arr = as_array(tokens)
-    if arr.dtype == bool:
-        if arr.shape != qv.shape:
-            raise InputError(f"a boolean token mask needs length V={qv.size}, got shape {arr.shape}")
-        arr = np.flatnonzero(arr)
-    elif arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise InputError(f"tokens must be integer token ids or a boolean mask, got dtype {arr.dtype}")
-    tokens = np.unique(arr.astype(np.int64).ravel())
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= qv.size):
-        raise InputError(f"token ids must lie in 0..{qv.size - 1}")
-    rest = np.setdiff1d(np.arange(qv.size), tokens)
-    return float(hit_probability_chain(qv, n, np.concatenate((tokens, rest)), sampler=sampler)[tokens.size])
-
-
-def draft_tuple_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES, renormalize: bool = False):
-    """Exact law of the draft tuple by enumeration: ``(tuples [M, k], prob [M])``."""
-    s = get_sampler(sampler)
-    n = s.check_n(n)
-    return s.tuple_law(_one_distribution(q, renormalize=renormalize), n, max_tuples=max_tuples)
-
-
-def draft_set_law(q, n: int, *, sampler: str = "iid", max_tuples: int = MAX_TUPLES,
-                  renormalize: bool = False) -> DraftSetLaw:
-    """Exact law of the set of distinct drafts (see :class:`DraftSetLaw`)."""
-    s = get_sampler(sampler)
-    n = s.check_n(n)
-    return s.set_law(_one_distribution(q, renormalize=renormalize), n, max_tuples=max_tuples)
