@@ -280,6 +280,7 @@ def example_env(tmp_path_factory):
     env["PATH"] = f"{mdsd_bin_dir(tmp)}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["MDSD_CACHE_DIR"] = str(tmp / "cache")  # built-in datasets are built once per session
     env["TERM"] = "dumb"
+    env["MDSD_PROGRESS_INTERVAL"] = "3600"  # no progress lines on stderr, however loaded the machine
     env.pop("MDSD_DISABLE_NUMBA", None)
     return env
 

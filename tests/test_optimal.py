@@ -357,6 +357,26 @@ def test_one_step_builds_only_the_block_it_reaches():
     p, q = pair.target[0], pair.draft[0]
     v = OptimalIID(p, q, 4)
     assert len(v.chain.cuts) - 1 >= 2 and not v._curtains  # set-up builds no coupling
-    drafts = np.array([[int(v.chain.order[-1])] * 4])  # four drafts of the last token: the last block
+    drafts = np.array([[int(v.chain.order[-1])] * 4] * 2)  # drafts of the last token only: the last block
     v.sample(drafts, np.random.default_rng(0))
     assert list(v._curtains) == [len(v.chain.cuts) - 2]
+
+
+def test_the_compiled_single_step_follows_the_exact_conditional_law():
+    """One row at a time (as in decoding) takes the fused compiled step: its draws follow the
+    exact conditional law of the drafts, which is computed by a separate path."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    for _ in range(12):
+        V, n = int(rng.integers(3, 7)), int(rng.integers(2, 5))
+        p, q = random_pair(rng, V)
+        v = OptimalIID(p, q, n)
+        drafts = v.draft_sampler.sample(q, n, rng, 1)[0]
+        law = v.output_law(drafts)
+        draws = np.array([v.sample(drafts[None, :], rng)[0] for _ in range(3000)])
+        counts = np.bincount(draws, minlength=V)
+        keep = law > 1e-12
+        assert counts[~keep].sum() == 0
+        if keep.sum() > 1:
+            assert stats.chisquare(counts[keep], law[keep] / law[keep].sum() * 3000).pvalue > 1e-4

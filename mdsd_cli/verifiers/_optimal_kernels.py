@@ -318,8 +318,10 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
 
 
 #: Ratios ``q/p`` closer than this (relative) count as tied on the chain: exactly tied
-#: ratios (thousands in an n-gram pair) come out of the division a few ulp apart.
-KEY_TIE = 4e-15
+#: ratios (thousands in an n-gram pair) come out of tempering and the division a few ulp
+#: apart, and ordering them by that noise would cost a sort for nothing (their candidate
+#: ratios then differ by at most this much, relative).
+KEY_TIE = 1e-13
 
 
 @_jit
@@ -515,3 +517,139 @@ def _sample_marks(chunk, lam, u, v, split, total, ptr, pc_start, pc_len, marks):
         if x > pc_len[k]:
             x = pc_len[k]
         marks[i] = pc_start[k] + pc_len[k] - x  # pieces are used from their top down
+
+
+@_jit
+def _chain_position(y, p, q, rs, order):
+    """Chain position of token ``y``: binary search on ``q/p`` (runs tied to rounding share
+    one key, hence the margins), then the token among the candidates."""
+    if p[y] > 0.0:
+        key = abs(q[y] / p[y])
+    else:
+        key = np.inf if q[y] > 0.0 else np.nan
+    V = rs.shape[0]
+    lo = 0
+    if not np.isnan(key):  # (drafted tokens have q > 0, so a NaN key never comes here)
+        lo = np.searchsorted(rs, key * (1.0 - 1e-12), side="left")
+    for k in range(lo, V):
+        if order[k] == y:
+            return k
+    for k in range(0, lo):  # never reached for a well-formed chain; kept for safety
+        if order[k] == y:
+            return k
+    return -1
+
+
+@_jit
+def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, drafts, u, first, largest, slack,
+              budget):
+    """One verification step of ``optimal-iid`` in one compiled call (what
+    :meth:`~mdsd_cli.verifiers.optimal.OptimalIID.sample` does for one row): find the drafts
+    on the chain, build the left curtain of the first block they reach, draw the marks, pick
+    the winner, accept it or draw from the residual. ``u`` holds ``2 n + 2`` uniforms."""
+    m = drafts.shape[0]
+    pos = np.empty(m, dtype=np.int64)
+    blk = np.empty(m, dtype=np.int64)
+    b = cuts.shape[0]
+    for i in range(m):
+        pos[i] = _chain_position(drafts[i], p, q, rs, order)
+        blk[i] = np.searchsorted(cuts, pos[i], side="right") - 1
+        if blk[i] < b:
+            b = blk[i]
+    a = cuts[b]
+    e = cuts[b + 1]
+    size = e - a
+    o = suffix[e]
+    # the coupling of block b: the likelier direction first, budgets growing eightfold
+    d0 = -1.0 if b < first_tail else 1.0
+    chunk_end = np.empty(size, np.int64)
+    split = np.empty(size)
+    m_a = np.empty(size)
+    m_b = np.empty(size)
+    total = np.empty(size)
+    ptr = np.empty(size + 1, np.int64)
+    pc_start = np.empty(3 * size + 3)
+    pc_len = np.empty(3 * size + 3)
+    qq = np.empty(size)
+    tt = np.empty(size)
+    sign = d0
+    chunks = -1
+    limit = budget
+    while chunks < 0:
+        for attempt in range(2):
+            sign = d0 if attempt == 0 else -d0
+            if sign > 0:
+                for k in range(size):
+                    qq[k] = qs[e - 1 - k]
+                    tt[k] = ts[e - 1 - k]
+                oo = o
+            else:
+                mass = 0.0
+                for k in range(size):
+                    qq[k] = qs[a + k]
+                    tt[k] = -ts[a + k]
+                    mass += qs[a + k]
+                oo = -(o + mass)
+            chunks, pieces = _curtain(qq, tt, oo, n, sign, first, largest, slack, limit, chunk_end, split, m_a,
+                                      m_b, total, ptr, pc_start, pc_len)
+            if chunks >= 0:
+                break
+        limit *= 8
+    # marks of the drafts in block b; the largest (on the real axis) wins
+    best = -np.inf
+    winner = -1
+    for i in range(m):
+        if blk[i] != b:
+            continue
+        local = pos[i] - a
+        j = size - 1 - local if sign > 0 else local  # index in processing order
+        c = np.searchsorted(chunk_end[:chunks], j, side="right")
+        rho = sign * ts[pos[i]] / qs[pos[i]]
+        if np.isnan(m_a[c]):
+            lam = 1.0
+        else:
+            lam = (rho - m_b[c]) / (m_a[c] - m_b[c])
+            lam = min(max(lam, 0.0), 1.0)
+        if u[2 * i + 1] < lam:
+            x = u[2 * i] * split[c]
+        else:
+            x = split[c] + u[2 * i] * (total[c] - split[c])
+        k = ptr[c]
+        while k < ptr[c + 1] - 1 and x >= pc_len[k]:
+            x -= pc_len[k]
+            k += 1
+        if x > pc_len[k]:
+            x = pc_len[k]
+        mark = sign * (pc_start[k] + pc_len[k] - x)
+        if winner < 0 or mark > best:
+            best = mark
+            winner = i
+    z = pos[winner]
+    accept = 1.0
+    if ts[z] > 0.0 and ps[z] < ts[z]:
+        accept = ps[z] / ts[z]
+    if u[2 * m] < accept:
+        return drafts[winner]
+    # the residual (p - t)_+ lives on the capped tokens of A*
+    total_w = 0.0
+    for k in range(K):
+        if ps[k] > ts[k]:
+            total_w += ps[k] - ts[k]
+    if total_w > 0.0:
+        target = u[2 * m + 1] * total_w
+        acc = 0.0
+        last = 0
+        for k in range(K):
+            if ps[k] > ts[k]:
+                acc += ps[k] - ts[k]
+                last = k
+                if acc > target:
+                    return order[k]
+        return order[last]
+    target = u[2 * m + 1] * ps.sum()  # never used in law (the candidate is always accepted)
+    acc = 0.0
+    for k in range(ps.shape[0]):
+        acc += ps[k]
+        if acc > target:
+            return order[k]
+    return order[ps.shape[0] - 1]

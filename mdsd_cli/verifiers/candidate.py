@@ -165,8 +165,8 @@ class IIDChain:
             pf, qf = self.p[flat], self.q[flat]
             key = np.where(pf > 0, np.abs(qf / np.where(pf > 0, pf, 1.0)), np.where(qf > 0, np.inf, np.nan))
         # runs of ratios tied to rounding share one key (see _optimal_kernels.KEY_TIE)
-        lo = np.searchsorted(self.rs, key * (1.0 - 1e-14), side="left")
-        hi = np.searchsorted(self.rs, key * (1.0 + 1e-14), side="right")
+        lo = np.searchsorted(self.rs, key * (1.0 - 1e-12), side="left")
+        hi = np.searchsorted(self.rs, key * (1.0 + 1e-12), side="right")
         out = np.array([a + int(np.flatnonzero(self.order[a:b] == y)[0]) for a, b, y in zip(lo, hi, flat)],
                        dtype=np.int64)
         return out.reshape(tokens.shape)

@@ -29,8 +29,9 @@ import time
 
 import numpy as np
 
+from .._jit import numba_enabled
 from .candidate import CandidateVerifier, chain_targets, iid_chain, priority_blocks
-from .curtain import Curtain, win_probabilities
+from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, win_probabilities
 from .luce import LuceVerifier, _solve_blocks, solve_enumerated, wor_pair_plan
 
 #: First budget of chunks for a block's coupling (see :meth:`OptimalIID.curtain`).
@@ -164,6 +165,21 @@ class OptimalIID(CandidateVerifier):
             laws = [cur.densities(c, lm) for c, lm in zip(chunk, lam)]
             out[r, inb] = win_probabilities(laws, (inb.size + 1) // 2 + 1)
         return out
+
+    def sample(self, drafts, rng):
+        drafts = np.atleast_2d(np.asarray(drafts))
+        if drafts.shape[0] != 1 or self.single or drafts.shape[1] == 1 or not numba_enabled():
+            return super().sample(drafts, rng)
+        # one step, as in decoding: everything in one compiled call (the coupling of the block
+        # the drafts reach is built there and not kept)
+        from ._optimal_kernels import _one_step
+
+        ch = self.chain
+        row = np.ascontiguousarray(drafts[0], dtype=np.int64)
+        u = rng.random(2 * row.size + 2)
+        token = _one_step(self.p, self.q, ch.qs, ch.ps, ch.ts, ch.rs, ch.order, ch.cuts, ch.suffix, ch.K,
+                          ch.first_tail, self.n, row, u, FIRST_CHUNK, LARGEST_CHUNK, SLACK, CHUNK_BUDGET)
+        return np.array([token], dtype=np.int64)
 
     def pick(self, drafts, rng):
         drafts = np.atleast_2d(np.asarray(drafts))
