@@ -9,7 +9,13 @@ never the code under test:
   sequence per root-to-leaf path) give every node's logits within 1e-4 of a
   plain forward of its full context (float32), on fresh caches and on a cache
   carried across steps, for both families;
-* a model that refuses or ignores a custom mask falls back, with a notice.
+* a model that refuses or ignores a custom mask falls back, with a notice;
+* generation is lossless: at T = 0 the ids equal the target's greedy decoding
+  (plain forwards, argmax) for every verifier and tree shape of
+  ``tests/test_decode.py``, and the first two tokens from a fixed prompt follow
+  the target's exact two-token law (G-test, the family-wise level of
+  ``tests/test_decode.py``), on both the tree pass and the fallback;
+* seeded runs repeat; bad input through the command is one line, no file.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from mdsd_cli.decode import grow_tree, parse_tree  # noqa: E402
+from mdsd_cli.decode import grow_tree, parse_tree, plan_decode, run_decode  # noqa: E402
+from mdsd_cli.decode.metrics import steps_table, summarize  # noqa: E402
 from mdsd_cli.errors import InputError  # noqa: E402
-from mdsd_cli.models import load_hf_pair, tree_paths  # noqa: E402
+from mdsd_cli.models import Prompt, load_hf_pair, tree_paths  # noqa: E402
 from mdsd_cli.models.hf import HFModel  # noqa: E402
 from mdsd_cli.models.tiny import build_tiny_pair  # noqa: E402
 from mdsd_cli.samplers import get_sampler  # noqa: E402
+
+from .test_decode import COMBOS, FAMILY_ALPHA, LAWS, RUNS, g_test, run_cli, shape  # noqa: E402
 
 #: float32: tree-pass and fallback logits against plain forwards (absolute).
 ATOL = 1e-4
@@ -254,3 +263,189 @@ def test_drafted_tree_costs_one_cached_pass_per_depth(pairs):
                      np.random.default_rng(0))
     assert tree.passes == 3 and draft._cache.passes == 3
     assert draft._cache.fed == len(pair.target.encode(PROMPTS[0])) + 2 + 4  # the prompt, then each new frontier
+
+
+# --- generation is lossless ---------------------------------------------------------------------
+
+def greedy_oracle(model: HFModel, prompt, count):
+    """The target's greedy decoding: a plain forward of the whole text per token, argmax (ends after EOS)."""
+    context = list(prompt)
+    for _ in range(count):
+        context.append(int(np.argmax(plain_logits(model, context))))
+        if context[-1] == model.tokenizer.eos_token_id:
+            break
+    return context[len(prompt):]
+
+
+def hf_specs(verifier, sampler, name, temperature, V):
+    specs, skipped = plan_decode([shape(name)], [f"{verifier}:{sampler}"], temperatures=[temperature],
+                                 vocab_size=V, baselines=False)
+    assert len(specs) == 1 and not skipped
+    return specs
+
+
+@pytest.fixture(scope="module")
+def greedy_runs(pairs):
+    """Every (verifier, tree) of tests/test_decode.py at T = 0 on the Llama pair; a law per verifier on GPT-2."""
+    out = {}
+    for family in ("llama", "gpt2"):
+        pair = pairs[family]
+        prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in enumerate(PROMPTS[:2])]
+        combos = COMBOS if family == "llama" else [(v, s, "2x2" if v in ("hub", "otm") else "paths:3x2")
+                                                    for v, s in LAWS]
+        specs = [spec for v, s, name in combos for spec in hf_specs(v, s, name, 0.0, pair.vocab_size)]
+        specs = plan_decode(["1x1"], ["rrs"], temperatures=[0.0], vocab_size=pair.vocab_size)[0][:1] + specs
+        assert specs[0].plain
+        run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=10, seed=0, node_metrics=False,
+                         reuse_verifiers=True)
+        want = {i: greedy_oracle(pair.target, p.tokens, 10) for i, p in enumerate(prompts)}
+        out[family] = (run, want)
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_greedy_temperature_reproduces_the_targets_greedy_decoding(greedy_runs, family):
+    run, want = greedy_runs[family]
+    assert len(run.specs) == 1 + (len(COMBOS) if family == "llama" else len(LAWS))
+    for r in run.runs:
+        assert r.generated == want[r.prompt], run.specs[r.spec].label
+    speculative = [r for r in run.runs if not run.specs[r.spec].plain]
+    assert sum(r.steps.shape[0] for r in speculative) < 0.6 * sum(len(r.generated) for r in speculative)
+
+
+#: The law pair: V = 8, a Llama target and a GPT-2 draft of another seed (one tokenizer), sum min(p, q) ~ 0.7.
+LAW_TINY = dict(layers=2, hidden=32, heads=4, words=4, context=64, head_scale=10.0)
+LAW_PROMPT = (2, 5, 7)
+#: (verifier, sampler, tree, scoring): a sample of tests/test_decode.py's combinations, each verifier family once.
+LAW_CASES = [("rrs", "iid", "2x2", "tree"), ("kseq", "iid", "paths:3x2", "tree"), ("rrsw", "wor", "3,1", "tree"),
+             ("optimal-iid", "iid", "sparse", "tree"), ("hub", "hub", "2x2", "tree"),
+             ("greedy", "greedy", "2x2", "paths")]
+LAW_CHECKS = len(LAW_CASES) + 1
+
+
+@pytest.fixture(scope="module")
+def law_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf-law")
+    target, _ = build_tiny_pair(root / "a", family="llama", seed=1, **LAW_TINY)
+    _, draft = build_tiny_pair(root / "b", family="gpt2", seed=2, **LAW_TINY)
+    pairs = {scoring: load_hf_pair(str(target), str(draft), device="cpu", scoring=scoring)
+             for scoring in ("tree", "paths")}
+    for pair in pairs.values():
+        pair.target.eos_token_id = None  # two tokens always, even after an end-of-sequence token
+    target_model = pairs["tree"].target
+    V = target_model.vocab_size
+    first = torch.softmax(torch.from_numpy(plain_logits(target_model, LAW_PROMPT)).double(), -1).numpy()
+    second = np.stack([torch.softmax(torch.from_numpy(plain_logits(target_model, [*LAW_PROMPT, y])).double(),
+                                     -1).numpy() for y in range(V)])
+    return pairs, first[:, None] * second  # the exact two-token law, from plain forwards
+
+
+def two_token_counts(pair, specs, runs=RUNS):
+    prompts = [Prompt(i, LAW_PROMPT) for i in range(runs)]
+    run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=2, seed=0, node_metrics=False,
+                     reuse_verifiers=True)
+    counts = np.zeros((pair.vocab_size, pair.vocab_size))
+    for r in run.runs:
+        counts[r.generated[0], r.generated[1]] += 1
+    return counts
+
+
+def test_the_law_pair_is_a_real_test(law_pair):
+    pairs, law = law_pair
+    pair = pairs["tree"]
+    p, q = (torch.softmax(torch.from_numpy(m.logits([list(LAW_PROMPT)])[0]), -1).numpy()
+            for m in (pair.target, pair.draft))
+    assert pair.vocab_size == 8 and np.minimum(p, q).sum() < 0.8 and law.max() < 0.1
+
+
+@pytest.mark.parametrize("verifier,sampler,name,scoring", LAW_CASES)
+def test_first_two_tokens_follow_the_target_law(law_pair, verifier, sampler, name, scoring):
+    pairs, law = law_pair
+    pair = pairs[scoring]
+    counts = two_token_counts(pair, hf_specs(verifier, sampler, name, 1.0, pair.vocab_size))
+    pvalue = g_test(counts, law)
+    assert pvalue >= FAMILY_ALPHA / LAW_CHECKS, (pvalue, counts, law * RUNS)
+
+
+def test_two_token_test_catches_a_lossy_verifier(law_pair, monkeypatch):
+    from mdsd_cli.verifiers.rrs import RRS
+
+    monkeypatch.setattr(RRS, "sample", lambda self, drafts, rng: np.atleast_2d(drafts)[:, 0].copy())
+    pairs, law = law_pair
+    counts = two_token_counts(pairs["tree"], hf_specs("rrs", "iid", "2x2", 1.0, 8))
+    assert g_test(counts, law) < FAMILY_ALPHA / LAW_CHECKS
+
+
+# --- seeds, timings ------------------------------------------------------------------------------
+
+def test_same_seed_same_ids_and_timings_split(pairs):
+    pair = pairs["gpt2"]
+    prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in enumerate(PROMPTS)]
+    specs, _ = plan_decode(["2x2"], ["rrs"], temperatures=[1.0], vocab_size=pair.vocab_size)
+    runs = [run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=8, seed=seed) for seed in (4, 4, 5)]
+    ids = [[r.generated for r in run.runs] for run in runs]
+    assert ids[0] == ids[1] and ids[0] != ids[2]
+    steps = steps_table(runs[0])
+    timed = ["draft_seconds", "tree_seconds", "target_seconds", "verify_seconds", "cache_seconds"]
+    assert (steps[timed] >= 0).all().all()
+    spec = steps[steps.tree == "2x2"]
+    assert (spec.cache_seconds > 0).all() and (spec.draft_seconds > 0).all()
+    summary = summarize(runs[0])
+    assert np.allclose(summary.seconds, summary[timed].sum(axis=1))
+    assert np.allclose(summary.tokens_per_second, summary.generated_tokens / summary.seconds)
+    plain = summary.tokens_per_second[summary.tree == "plain"].iloc[0]
+    assert np.allclose(summary.speedup_measured, summary.tokens_per_second / plain)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def test_cli_decodes_a_hugging_face_pair(dirs, tmp_path):
+    target, draft = dirs["llama"]
+    out = tmp_path / "summary.csv"
+    res = run_cli("--target", target, "--draft", draft, "--prompts", dirs["prompts"], "--max-new-tokens", 6,
+                  "--tree", "2x2", "--verifier", "rrs", "-t", 0, "--device", "cpu", "--threads", 1, "-q",
+                  "--out", out, "--text", tmp_path / "text.jsonl")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == "" and res.stderr == ""
+    import pandas as pd
+
+    summary = pd.read_csv(out)
+    assert list(summary.tree) == ["plain", "2x2", "1x2"] and (summary.prompts == len(PROMPTS)).all()
+    assert {"cache_seconds", "speedup_measured"} <= set(summary.columns)
+    manifest = __import__("json").loads((tmp_path / "summary.csv.manifest.json").read_text())
+    assert manifest["config"]["target"] == str(target) and manifest["models"]["target"]["scoring"] == "tree"
+    records = [__import__("json").loads(line) for line in (tmp_path / "text.jsonl").read_text().splitlines()]
+    pair = load_hf_pair(str(target), str(draft), device="cpu")
+    for record in records:
+        assert record["ids"] == greedy_oracle(pair.target, pair.target.encode(record["prompt_text"]), 6)
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("missing", "cannot load model"),
+    ("vocab", "target and draft vocabularies differ"),
+    ("tree", "exceed the model's context of 64 tokens"),
+    ("long", "longer than the model's context of 64 tokens"),
+    ("count", "Hugging Face models have no built-in prompts"),
+    ("models", "drop it when giving --target and --draft"),
+    ("device", "--device applies to Hugging Face models"),
+    ("dtype", "unknown model dtype 'float8'"),
+])
+def test_cli_bad_input_is_one_clean_line_and_no_file(dirs, tmp_path, case, fragment):
+    target, draft = dirs["llama"]
+    long_prompts = tmp_path / "long.txt"
+    long_prompts.write_text(" ".join(["the"] * 70) + "\n")
+    args = {"missing": ["--target", tmp_path / "nope", "--draft", draft],
+            "vocab": ["--target", target, "--draft", dirs["other"][1]],
+            "tree": ["--target", target, "--draft", draft, "--tree", "1x40", "--max-new-tokens", 20],
+            "long": ["--target", target, "--draft", draft, "--prompts", long_prompts],
+            "count": ["--target", target, "--draft", draft, "--prompts", 4],
+            "models": ["--target", target, "--draft", draft, "--models", "synthetic"],
+            "device": ["--device", "cpu", "--prompts", 2],
+            "dtype": ["--target", target, "--draft", draft, "--dtype", "float8"]}[case]
+    out = tmp_path / "out.csv"
+    res = run_cli("--prompts", dirs["prompts"], "--max-new-tokens", 4, *args, "--out", out)
+    assert res.exit_code == 1, (res.exit_code, res.stderr)
+    assert res.stdout == "" and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: "), res.stderr
+    assert fragment in " ".join(res.stderr.split()), res.stderr
+    assert not out.exists()
