@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..distributions import check_memory, check_temperature
-from ..errors import InputError, SizeLimitError
+from ..errors import InputError, SizeLimitError, option
 from ..samplers import get_sampler
 from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
@@ -325,7 +325,7 @@ def check_prompts(prompts, target, *, max_new_tokens: int, depth: int) -> None:
         if len(p.tokens) + max_new_tokens + depth + 1 > context:
             raise InputError(f"prompt {p.id} ({len(p.tokens)} tokens) + {max_new_tokens} new tokens + a tree of "
                              f"depth {depth} exceed the model's context of {context} tokens; lower "
-                             f"--max-new-tokens or use a shallower tree")
+                             f"{option('--max-new-tokens', 'max_new_tokens')} or use a shallower tree")
 
 
 def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_tokens: int, seed: int = 0,
