@@ -221,6 +221,11 @@ def decode(
     acceptance next to α* of the visited nodes, time split into draft model,
     drafting bookkeeping, target model and verification, tokens/s, and the
     speed-up under the cost model tau / (1 + c D + b (N - 1)).
+
+    Models: a built-in pair (--models), or any two Hugging Face causal LMs with
+    one tokenizer (--target, --draft; prompts from a file): the draft grows the
+    tree with one cached pass per depth, the target scores it in one pass with a
+    tree attention mask on its KV cache, and both caches keep the accepted path.
     """
     from ..decode import plan_decode, run_decode
     from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table

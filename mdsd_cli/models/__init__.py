@@ -8,6 +8,9 @@ pair               target / draft
 ``synthetic``      context-hashed perturbed-Zipf logits at any V, seeded (no weights)
 =================  ========================================================================
 
+Any two Hugging Face causal LMs with one tokenizer make a pair too
+(:func:`load_hf_pair`); :mod:`.tiny` writes a tiny random one locally.
+
 The protocol (:class:`~.base.NextTokenModel`) is logits for a batch of
 contexts, plus logits at the nodes of a token tree, which a model with a KV cache
 can compute in one pass: :class:`~.hf.HFModel`, any Hugging Face causal LM
