@@ -11,15 +11,21 @@ import os
 _cache: dict = {}
 
 
+_importable: list = []
+
+
 def numba_enabled() -> bool:
     """Whether compiled kernels are in use (numba importable and not disabled)."""
     if os.environ.get("MDSD_DISABLE_NUMBA", "") not in ("", "0"):
         return False
-    try:
-        import numba  # noqa: F401
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return False
-    return True
+    if not _importable:  # the import is tried once (this runs once per verified pair)
+        try:
+            import numba  # noqa: F401
+        except ImportError:  # pragma: no cover - numba is a dependency
+            _importable.append(False)
+        else:
+            _importable.append(True)
+    return _importable[0]
 
 
 def compiled(fn):

@@ -317,6 +317,21 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
     return chunks, pieces
 
 
+@_jit
+def _packed_keys(p, q, shift, keys, packed):
+    """The chain's sort keys in one pass: ``keys`` gets ``|q/p|`` (+inf where p = 0 < q,
+    one canonical NaN where p = q = 0), and ``packed`` (the same memory as int64) its
+    bits truncated by ``shift`` with the token index in the low bits."""
+    for k in range(p.shape[0]):
+        if p[k] > 0.0:
+            keys[k] = abs(q[k] / p[k])
+        elif q[k] > 0.0:
+            keys[k] = np.inf
+        else:
+            keys[k] = np.nan
+        packed[k] = ((packed[k] >> shift) << shift) | k
+
+
 #: Ratios ``q/p`` closer than this (relative) count as tied on the chain: exactly tied
 #: ratios (thousands in an n-gram pair) come out of tempering and the division a few ulp
 #: apart, and ordering them by that noise would cost a sort for nothing (their candidate
@@ -387,17 +402,16 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     for k in range(V - 1, -1, -1):
         sq[k] = sq[k + 1] + qs[k]
     # H_k = P(X hits chain[:k]) = 1 - sq[k]^n: exact in the tail, where 1 - Qc loses it
+    # K: the last position within 1e-13 of the minimum (one pass: once the running minimum
+    # is final, every later candidate is measured against it)
     gmin = 0.0
+    K = 0
     for k in range(1, V + 1):
         g = (1.0 - sq[k] ** n) - Pc[k]
         if g < gmin:
             gmin = g
-    K = 0
-    for k in range(V, -1, -1):
-        g = (1.0 - sq[k] ** n) - Pc[k] if k > 0 else 0.0
         if g <= gmin + 1e-13:
             K = k
-            break
     # on A* = chain[:K]: t = min(p, lam q) summing to H_K; the capped tokens are a prefix
     HK = 0.0
     if K > 0:
@@ -463,8 +477,13 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
         H = 1.0 - sq[k] ** n  # to 1e-16 absolute: enough to rule most positions out
         if abs(T - H) > tight * H + 1e-14:
             continue
-        if Qc[k] < 0.5:  # small H: to relative precision
-            H = -math.expm1(n * math.log1p(-Qc[k]))
+        if Qc[k] < 0.5:  # small H: to relative precision, once n x - C(n, 2) x^2 <= H <= n x
+            x = Qc[k]  # (x = Qc[k]) cannot rule the position out
+            hi = n * x
+            lo = hi - 0.5 * n * (n - 1) * x * x
+            if T > hi * (1.0 + tight + 1e-15) or T < lo * (1.0 - tight - 1e-15):
+                continue
+            H = -math.expm1(n * math.log1p(-x))
         if abs(T - H) <= tight * H:
             cuts[ncut] = k
             ncut += 1
