@@ -13,6 +13,7 @@ from .console import emit_table, info, show_progress, warn
 from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
 MODEL_PANEL = "Models and prompts"
+HF_PANEL = "Hugging Face models"
 DECODE_PANEL = "Decoding"
 COST_PANEL = "Cost model"
 OUTPUT_PANEL = "Output"
@@ -22,8 +23,12 @@ CONFIG_KEYS = {
     "name": str, "description": str, "models": str, "vocab": int, "model_seed": int, "noise": (int, float),
     "prompts": (int, str), "max_new_tokens": int, "trees": list, "samplers": list, "verifiers": list,
     "temperatures": list, "seed": int, "draft_cost": (int, float), "node_cost": (int, float), "baselines": bool,
-    "node_metrics": bool, "reuse_verifiers": bool,
+    "node_metrics": bool, "reuse_verifiers": bool, "target": str, "draft": str, "device": str, "dtype": str,
+    "revision": str, "draft_revision": str, "chat_template": bool, "scoring": str, "threads": int,
 }
+#: Settings of Hugging Face models (--target/--draft), with their defaults.
+HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
+               "chat_template": False, "scoring": "auto", "threads": None}
 DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
             "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
@@ -58,6 +63,13 @@ def read_config(path: Path) -> dict:
     return data
 
 
+def _prompts_file(text: str) -> Path:
+    path = Path(text)
+    if not path.exists():
+        raise DataFileError(f"prompts file {path} not found (give a count or a text/JSONL file of prompts)")
+    return path
+
+
 def _prompts(pair, spec: str):
     """``N`` built-in prompts, or the prompts of a text/JSONL file (the formats of ``mdsd dump``)."""
     from ..models import Prompt
@@ -68,18 +80,70 @@ def _prompts(pair, spec: str):
         if count < 1:
             raise InputError("--prompts must be >= 1 (a count) or a prompts file")
         return pair.prompts(count)
-    path = Path(text)
-    if not path.exists():
-        raise DataFileError(f"prompts file {path} not found (give a count or a text/JSONL file of prompts)")
+    path = _prompts_file(text)
     from ..datasets.hf import read_prompts
 
     return [Prompt(p.id, tuple(pair.target.encode(p.text)), p.text) for p in read_prompts(path, "generate")]
+
+
+def _load_pair(settings: dict, *, trust_remote_code: bool):
+    """The built-in pair of ``--models``, or the Hugging Face pair of ``--target``/``--draft``."""
+    from ..models import load_hf_pair, load_model_pair
+
+    if settings.get("target") is None:
+        return load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
+                               noise=settings["noise"])
+    return load_hf_pair(settings["target"], settings["draft"], device=settings["device"], dtype=settings["dtype"],
+                        revision=settings["revision"], draft_revision=settings["draft_revision"],
+                        trust_remote_code=trust_remote_code, chat_template=settings["chat_template"],
+                        scoring=settings["scoring"], threads=settings["threads"], notify=warn)
+
+
+def _check_model_settings(settings: dict, given_models: bool) -> None:
+    """--models and --target/--draft exclude each other; the Hugging Face options need --target/--draft."""
+    hf = settings.get("target") is not None or settings.get("draft") is not None
+    if hf:
+        if settings.get("target") is None or settings.get("draft") is None:
+            raise InputError("give both --target and --draft (local directories or Hugging Face names)")
+        if given_models:
+            raise InputError("--models picks a built-in pair; drop it when giving --target and --draft")
+        if str(settings["prompts"]).strip().isdigit():
+            raise InputError("Hugging Face models have no built-in prompts; give --prompts FILE (one prompt per "
+                             "line, or JSONL with 'prompt')")
+        return
+    set_hf = [k for k, v in HF_DEFAULTS.items() if settings.get(k, v) != v]
+    if set_hf:
+        raise InputError(f"--{set_hf[0].replace('_', '-')} applies to Hugging Face models; use it with --target "
+                         "and --draft")
 
 
 def decode(
     models: str | None = typer.Option(None, "--models", "-m", help="Model pair: pydoc-ngram (4-gram target, "
                                       "bigram draft; real text) or synthetic (context-hashed perturbed Zipf at "
                                       "--vocab). (default: pydoc-ngram)", rich_help_panel=MODEL_PANEL),
+    target: str | None = typer.Option(None, "--target", help="Target causal LM instead of --models: a local "
+                                      "directory or a Hugging Face name (needs torch and transformers).",
+                                      rich_help_panel=HF_PANEL),
+    draft: str | None = typer.Option(None, "--draft", help="Draft causal LM with the target's tokenizer: a local "
+                                     "directory or a Hugging Face name.", rich_help_panel=HF_PANEL),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda or auto. (default: auto)",
+                                      rich_help_panel=HF_PANEL),
+    dtype: str | None = typer.Option(None, "--dtype", help="Model dtype: float32, float16, bfloat16. "
+                                     "(default: float32)", rich_help_panel=HF_PANEL),
+    revision: str | None = typer.Option(None, "--revision", help="Target revision (Hub).", rich_help_panel=HF_PANEL),
+    draft_revision: str | None = typer.Option(None, "--draft-revision", help="Draft revision (Hub).",
+                                              rich_help_panel=HF_PANEL),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run model code shipped with the "
+                                           "models (off by default; only for models you trust).",
+                                           rich_help_panel=HF_PANEL),
+    chat_template: bool = typer.Option(False, "--chat-template", help="Wrap each prompt as a user message in the "
+                                       "target tokenizer's chat template.", rich_help_panel=HF_PANEL),
+    scoring: str | None = typer.Option(None, "--scoring", help="auto: the whole tree in one pass with a tree "
+                                       "attention mask on the KV cache if the model passes a check, else one "
+                                       "sequence per root-to-leaf path (with a notice); tree or paths force one. "
+                                       "(default: auto)", rich_help_panel=HF_PANEL),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's).",
+                                       rich_help_panel=HF_PANEL),
     prompts: str | None = typer.Option(None, "--prompts", help="A number of built-in prompts (held-out text for "
                                        "pydoc-ngram), or a prompts file: one per line, or JSONL with 'prompt' (and "
                                        "'id'). (default: 16)", rich_help_panel=MODEL_PANEL),
@@ -157,21 +221,33 @@ def decode(
     acceptance next to α* of the visited nodes, time split into draft model,
     drafting bookkeeping, target model and verification, tokens/s, and the
     speed-up under the cost model tau / (1 + c D + b (N - 1)).
+
+    Models: a built-in pair (--models), or any two Hugging Face causal LMs with
+    one tokenizer (--target, --draft; prompts from a file): the draft grows the
+    tree with one cached pass per depth, the target scores it in one pass with a
+    tree attention mask on its KV cache, and both caches keep the accepted path.
     """
     from ..decode import plan_decode, run_decode
     from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table
-    from ..models import load_model_pair
 
     for path in (out, steps, per_prompt, text, timings):
         if path is not None:
             check_output_path(path)
-    settings = dict(DEFAULTS)
-    if config is not None:
-        settings.update(read_config(config))
+    settings = {**DEFAULTS, **HF_DEFAULTS}
+    from_file = read_config(config) if config is not None else {}
+    settings.update(from_file)
     given = {"models": models, "vocab": vocab, "model_seed": model_seed, "noise": noise, "prompts": prompts,
              "max_new_tokens": max_new_tokens, "trees": tree, "samplers": sampler, "verifiers": verifier,
-             "temperatures": temperature, "seed": seed, "draft_cost": draft_cost, "node_cost": node_cost}
+             "temperatures": temperature, "seed": seed, "draft_cost": draft_cost, "node_cost": node_cost,
+             "target": target, "draft": draft, "device": device, "dtype": dtype, "revision": revision,
+             "draft_revision": draft_revision, "scoring": scoring, "threads": threads}
     settings.update({k: v for k, v in given.items() if v not in (None, [])})
+    if chat_template:
+        settings["chat_template"] = True
+    _check_model_settings(settings, given_models=models is not None or "models" in from_file)
+    hf = settings.get("target") is not None
+    if jobs > 1 and hf:
+        warn("Hugging Face models run in one process; --jobs is ignored")
     if no_baselines:
         settings["baselines"] = False
     if no_node_metrics:
@@ -181,8 +257,9 @@ def decode(
     if settings["models"] != "synthetic" and (vocab is not None or model_seed is not None or noise is not None):
         raise InputError("--vocab, --model-seed and --noise shape the synthetic pair; use them with --models synthetic")
 
-    pair = load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
-                           noise=settings["noise"])
+    if hf:  # a missing prompts file is reported before the models load
+        _prompts_file(str(settings["prompts"]))
+    pair = _load_pair(settings, trust_remote_code=trust_remote_code)
     specs, skipped = plan_decode(settings["trees"], settings["verifiers"], samplers=settings["samplers"],
                                  temperatures=settings["temperatures"], vocab_size=pair.vocab_size,
                                  baselines=settings["baselines"])
@@ -196,10 +273,13 @@ def decode(
                          reuse_verifiers=settings["reuse_verifiers"], progress=advance)
     summary = summarize(run, draft_cost=settings["draft_cost"], node_cost=settings["node_cost"],
                         timing=not no_timing)
+    dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise", *HF_DEFAULTS,
+                                                                     "target", "draft")
     manifest = build_manifest("decode", {
-        **{k: v for k, v in settings.items() if k not in ("vocab", "model_seed", "noise")},
+        **{k: v for k, v in settings.items() if k not in dropped},
         **({"vocab": settings["vocab"], "model_seed": settings["model_seed"], "noise": settings["noise"]}
-           if settings["models"] == "synthetic" else {}),
+           if settings["models"] == "synthetic" and not hf else {}),
+        **({"trust_remote_code": trust_remote_code} if hf else {}),
         "prompts": str(settings["prompts"]), "prompt_count": len(prompt_list), "jobs": jobs,
         "config_file": str(config) if config else None,
         "trees": {s.tree.label: s.tree.describe() for s in specs if not s.plain},

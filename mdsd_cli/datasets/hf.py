@@ -26,16 +26,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
-from ..errors import DataFileError, InputError, MdsdError, option
+from ..errors import DataFileError, InputError, option
 from ..io import is_temporary
+from ..models.hf import MODEL_DTYPES, quiet_transformers, resolve_device, vocabulary_difference
+from ..models.hf import cache_kwarg as _cache_kwarg
+from ..models.hf import cache_of as _cache_of
+from ..models.hf import import_hf as _import_hf
+from ..models.hf import load_causal_lm as _load
+from ..models.hf import logit_dim as _logit_dim
 from .dumps import (
     MANIFEST,
     ShardWriter,
@@ -48,7 +51,6 @@ from .dumps import (
 
 MODES = ("generate", "score")
 STORE_DTYPES = ("float16", "float32")
-MODEL_DTYPES = ("float32", "float16", "bfloat16")
 #: Settings that must match to resume into an existing dump.
 RESUME_KEYS = ("mode", "temperature", "max_new_tokens", "seed", "store_dtype", "vocab_size", "prompts_sha256")
 
@@ -112,82 +114,14 @@ def read_prompts(path, mode: str) -> list[Prompt]:
     return prompts
 
 
-def _import_hf():
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise MdsdError("mdsd dump needs torch and transformers: install a torch build for your machine "
-                        "(CPU only: pip install torch==2.13.0), then, from the mdsd clone, "
-                        "pip install -e '.[hf]'") from None
-    return torch, transformers
-
-
-def _looks_like_path(name: str) -> bool:
-    """Whether a model name is meant as a local path rather than a Hub id (``org/model``)."""
-    if name in (".", "..") or name.startswith(("/", "./", "../", "~")) or "\\" in name:
-        return True
-    parts = name.split("/")
-    # a Hub id has at most one slash; "models/x" is a path when ./models is a local directory
-    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
-
-
-def _hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
-    """Whether the Hugging Face endpoint accepts a TCP connection within ``timeout`` seconds, and its host."""
-    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    url = urlparse(endpoint)
-    host = url.hostname or endpoint
-    port = url.port or (80 if url.scheme == "http" else 443)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True, host
-    except OSError:
-        return False, host
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _load(name: str, *, revision, device, dtype, torch, transformers):
-    local = Path(name).expanduser()
-    if not local.exists() and _looks_like_path(name):
-        raise DataFileError(f"cannot load model {name!r}: no such directory (a local path; Hugging Face names "
-                            "look like org/model)")
-    kwargs = {"revision": revision}
-    if not local.exists() and not _offline():
-        reachable, host = _hub_reachable()
-        if not reachable:  # no retries against an unreachable Hub: the local cache or a one-line error
-            kwargs["local_files_only"] = True
-            unreachable = (f"it is not a local directory, not in the Hugging Face cache, and {host} cannot be "
-                           "reached (no network?); give a local model directory, or set HF_HUB_OFFLINE=1 to use "
-                           "cached models without trying the network")
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name, **kwargs)
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype), **kwargs)
-    except (OSError, ValueError) as exc:
-        if kwargs.get("local_files_only"):
-            raise DataFileError(f"cannot load model {name!r}: {unreachable}") from None
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataFileError(f"cannot load model {name!r}: {first}") from None
-    model.to(device).eval()
-    return tokenizer, model
-
-
-def _logit_dim(model) -> int:
-    return int(model.get_output_embeddings().weight.shape[0])
-
-
 def _align_vocab(tok_t, tok_d, model_t, model_d, allow: bool, notify) -> tuple[int, bool, np.ndarray | None]:
     """The stored vocabulary size, whether it was cut to a shared prefix, and (then) the map
     from target token ids to the draft's ids for the same tokens (-1 where the draft has none)."""
     vt, vd = tok_t.get_vocab(), tok_d.get_vocab()
     dim_t, dim_d = _logit_dim(model_t), _logit_dim(model_d)
-    if vt == vd and dim_t == dim_d:
+    problem = vocabulary_difference(tok_t, tok_d, dim_t, dim_d)
+    if problem is None:
         return dim_t, False, None
-    problem = (f"target and draft vocabularies differ (tokenizers: {len(vt):,} vs {len(vd):,} tokens"
-               f"{', different token ids' if len(vt) == len(vd) and vt != vd else ''}; "
-               f"logits: {dim_t:,} vs {dim_d:,})")
     if not allow:
         raise InputError(f"{problem}; use a draft with the target's tokenizer, or pass "
                          f"{option('--allow-vocab-mismatch', 'allow_vocab_mismatch=True')} "
@@ -269,18 +203,8 @@ def dump(*, target: str, draft: str, prompts_path, out, mode: str = "generate", 
         raise DataFileError(f"cannot create {out}: {blocker} is a file, not a directory")
 
     torch, transformers = _import_hf()
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    with contextlib.suppress(ImportError):  # its retry messages are noise next to our one-line errors
-        from huggingface_hub.utils import logging as hub_logging
-
-        hub_logging.set_verbosity_error()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device not in ("cpu", "cuda"):
-        raise InputError(f"unknown device {device!r}; choose cpu, cuda or auto")
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but no CUDA device is available; use --device cpu")
+    quiet_transformers(transformers)
+    device = resolve_device(device, torch)
     tok_t, model_t = _load(target, revision=revision, device=device, dtype=dtype, torch=torch,
                            transformers=transformers)
     tok_d, model_d = _load(draft, revision=draft_revision, device=device, dtype=dtype, torch=torch,
@@ -391,18 +315,6 @@ def _sample(logits_row, temperature, generator, torch) -> int:
         return int(torch.argmax(logits_row))
     probs = torch.softmax(logits_row.double() / temperature, dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
-
-
-def _cache_kwarg(model) -> str:
-    """Name of the KV-cache argument: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def _cache_of(output):
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
 
 
 def _draft_ids(ids, to_draft):

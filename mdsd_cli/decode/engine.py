@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..distributions import check_memory, check_temperature
-from ..errors import InputError, SizeLimitError
+from ..errors import InputError, SizeLimitError, option
 from ..samplers import get_sampler
 from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
@@ -183,14 +183,14 @@ class PromptRun:
     prompt: int
     generated: list[int]
     #: one row per step: position, tokens (the walk's, before truncation), accepted, nodes, passes,
-    #: draft model / tree bookkeeping / target model / verification seconds
-    steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 9)))
+    #: draft model / tree bookkeeping / target model / verification / KV-cache bookkeeping seconds
+    steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 10)))
     #: one row per verification: step, depth, n, accepted, conditional acceptance, alpha*
     visits: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
 
 
 STEP_COLUMNS = ("position", "tokens", "accepted", "nodes", "draft_passes", "draft_seconds", "tree_seconds",
-                "target_seconds", "verify_seconds")
+                "target_seconds", "verify_seconds", "cache_seconds")
 VISIT_COLUMNS = ("step", "depth", "n", "accepted", "acceptance", "alpha_star")
 
 
@@ -210,21 +210,32 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     (:func:`~.walk.walk_per_node`) and append the walk's tokens (the last step's
     are cut at ``max_new_tokens``; generation also ends after the target's
     end-of-sequence token). Plain sampling (``spec.plain``) draws one token per
-    target call. ``alpha_star`` adds α* of each visited node's own draft law.
+    target call (with a KV cache: one new token fed per call, as ``generate``
+    does). ``alpha_star`` adds α* of each visited node's own draft law.
+
+    Both models' caches are emptied first (``reset_cache``), so a prompt's
+    tokens do not depend on what ran before. Time a model spends on its KV-cache
+    bookkeeping (its ``cache_seconds`` counter: matching the prefix, cutting the
+    cache to the accepted path, building the tree mask) is moved out of the
+    draft and target columns into ``cache_seconds``.
     """
     eos = target.eos_token_id
     context = list(prompt)
     generated: list[int] = []
     steps, visits = [], []
     T = spec.temperature
+    for model in (target, draft):
+        model.reset_cache()
     if spec.plain:
         while len(generated) < max_new_tokens:
+            c0 = target.cache_seconds
             t0 = time.perf_counter()
             logits = target.tree_logits(context, [-1], [-1], [0])
             t1 = time.perf_counter()
             y = int(sample_from_law(tempered(logits[0], T)[0], 1, rng)[0])
             t2 = time.perf_counter()
-            steps.append((len(generated), 1, 0, 1, 0, 0.0, 0.0, t1 - t0, t2 - t1))
+            cache_seconds = target.cache_seconds - c0
+            steps.append((len(generated), 1, 0, 1, 0, 0.0, 0.0, t1 - t0 - cache_seconds, t2 - t1, cache_seconds))
             generated.append(y)
             context.append(y)
             if eos is not None and y == eos:
@@ -233,18 +244,23 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     sampler = get_sampler(spec.sampler)
     verifier_cls = get_verifier(spec.verifier)
     while len(generated) < max_new_tokens:
+        d0 = draft.cache_seconds
         tree = grow_tree(draft, context, spec.tree, sampler, T, rng)
+        draft_cache = draft.cache_seconds - d0
+        c0 = target.cache_seconds
         t0 = time.perf_counter()
         logits = target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
-        target_seconds = time.perf_counter() - t0
+        target_cache = target.cache_seconds - c0
+        target_seconds = time.perf_counter() - t0 - target_cache
         walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos, cache=cache,
                              conditional_acceptance=node_metrics)
         step = len(steps)
         for v in walk.visits:
             a = _node_alpha_star(v, spec.sampler) if node_metrics else math.nan
             visits.append((step, v.depth, v.n, float(v.accepted), v.acceptance, a))
-        steps.append((len(generated), len(walk.tokens), walk.accepted, tree.size, tree.passes, tree.model_seconds,
-                      tree.bookkeeping_seconds, target_seconds, walk.seconds))
+        steps.append((len(generated), len(walk.tokens), walk.accepted, tree.size, tree.passes,
+                      tree.model_seconds - draft_cache, tree.bookkeeping_seconds, target_seconds, walk.seconds,
+                      draft_cache + target_cache))
         take = walk.tokens[: max_new_tokens - len(generated)]
         generated += take
         context += take
@@ -300,14 +316,24 @@ def check_prompts(prompts, target, *, max_new_tokens: int, depth: int) -> None:
         bad = [t for t in p.tokens if not 0 <= int(t) < V]
         if bad:
             raise InputError(f"prompt {p.id} has token {bad[0]} outside the vocabulary 0..{V - 1}")
-        if target.max_context is not None and len(p.tokens) + max_new_tokens + depth + 1 > target.max_context:
+        context = target.max_context
+        if context is None:
+            continue
+        if len(p.tokens) >= context:
+            raise InputError(f"prompt {p.id} has {len(p.tokens)} tokens, as long as or longer than the model's "
+                             f"context of {context} tokens; shorten it")
+        if len(p.tokens) + max_new_tokens + depth + 1 > context:
             raise InputError(f"prompt {p.id} ({len(p.tokens)} tokens) + {max_new_tokens} new tokens + a tree of "
-                             f"depth {depth} exceed the model's context of {target.max_context} tokens")
+                             f"depth {depth} exceed the model's context of {context} tokens; lower "
+                             f"{option('--max-new-tokens', 'max_new_tokens')} or use a shallower tree")
 
 
 def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_tokens: int, seed: int = 0,
                jobs: int = 1, node_metrics: bool = True, reuse_verifiers: bool = False, progress=None) -> DecodeRun:
     """Decode every prompt with every configuration (``jobs`` processes; same results for any ``jobs``).
+
+    Models whose ``fork_safe`` attribute is False (Hugging Face models) run in
+    this process whatever ``jobs`` says.
 
     ``node_metrics``: see :func:`decode_prompt`. ``reuse_verifiers`` keeps a :class:`~.walk.VerifierCache` per configuration
     (per process): identical outputs, less time where pairs repeat; the
@@ -321,6 +347,8 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
                          f"({draft.vocab_size:,}); both models must share one vocabulary")
     depth = max((s.tree.depth for s in specs if not s.plain), default=0)
     check_prompts(prompts, target, max_new_tokens=max_new_tokens, depth=depth)
+    if not (getattr(target, "fork_safe", True) and getattr(draft, "fork_safe", True)):
+        jobs = 1  # a torch model is not copied into forked workers safely: one process (see the docs)
     advance = progress or (lambda k=1: None)
     _STATE.update(target=target, draft=draft, prompts=list(prompts), specs=list(specs), seed=int(seed),
                   max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers)

@@ -19,7 +19,7 @@ Cost model
         speedup_model = tau / (1 + c * D + b * (N - 1))
 
     (``D`` and ``N`` are the measured means per step.) Measured wall times
-    (models, drafting bookkeeping, verification) and the measured tokens/s
+    (models, drafting bookkeeping, verification, KV-cache bookkeeping) and the measured tokens/s
     against plain sampling in the same run are reported beside it.
 """
 
@@ -34,7 +34,8 @@ from .engine import STEP_COLUMNS, VISIT_COLUMNS, DecodeRun
 S = {name: i for i, name in enumerate(STEP_COLUMNS)}
 VI = {name: i for i, name in enumerate(VISIT_COLUMNS)}
 #: Columns with wall times (dropped by ``timing=False``; the rest is a function of the seed).
-TIME_COLUMNS = ("draft_seconds", "tree_seconds", "target_seconds", "verify_seconds", "seconds", "tokens_per_second",
+TIME_COLUMNS = ("draft_seconds", "tree_seconds", "target_seconds", "verify_seconds", "cache_seconds", "seconds",
+                "tokens_per_second",
                 "draft_cost_measured", "speedup_measured")
 KEY_COLUMNS = ("tree", "sampler", "verifier", "temperature")
 
@@ -123,7 +124,7 @@ def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.
         cost = 1.0 + draft_cost * (passes if n_steps else 0.0) + node_cost * ((nodes - 1.0) if n_steps else 0.0)
         row["speedup_model"] = tau / cost if n_steps else math.nan
         seconds = {k: float(steps[:, S[k]].sum()) for k in ("draft_seconds", "tree_seconds", "target_seconds",
-                                                              "verify_seconds")}
+                                                              "verify_seconds", "cache_seconds")}
         total = sum(seconds.values())
         row.update(seconds)
         row["seconds"] = total
@@ -174,7 +175,7 @@ def steps_table(run: DecodeRun, *, timing: bool = True):
         frames.append(df)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not timing and not out.empty:
-        out = out.drop(columns=["draft_seconds", "tree_seconds", "target_seconds", "verify_seconds"])
+        out = out.drop(columns=["draft_seconds", "tree_seconds", "target_seconds", "verify_seconds", "cache_seconds"])
     return out
 
 

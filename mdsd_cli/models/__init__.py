@@ -8,9 +8,13 @@ pair               target / draft
 ``synthetic``      context-hashed perturbed-Zipf logits at any V, seeded (no weights)
 =================  ========================================================================
 
+Any two Hugging Face causal LMs with one tokenizer make a pair too
+(:func:`load_hf_pair`); :mod:`.tiny` writes a tiny random one locally.
+
 The protocol (:class:`~.base.NextTokenModel`) is logits for a batch of
 contexts, plus logits at the nodes of a token tree, which a model with a KV cache
-can compute in one pass; a Hugging Face implementation plugs in the same way.
+can compute in one pass: :class:`~.hf.HFModel`, any Hugging Face causal LM
+(:func:`load_hf_pair`; needs torch and transformers).
 """
 
 from __future__ import annotations
@@ -67,5 +71,12 @@ def load_model_pair(name: str, *, vocab: int = 1000, seed: int = 0, order: int =
     raise InputError(f"unknown model pair {name!r}; choose one of: {', '.join(MODEL_PAIRS)}")
 
 
-__all__ = ["MODEL_PAIRS", "ModelPair", "NextTokenModel", "Prompt", "load_model_pair", "model_pair_names",
-           "tree_paths"]
+def load_hf_pair(target: str, draft: str, **options) -> ModelPair:
+    """Two Hugging Face causal LMs with one tokenizer; see :func:`mdsd_cli.models.hf.load_hf_pair`."""
+    from .hf import load_hf_pair as load
+
+    return load(target, draft, **options)
+
+
+__all__ = ["MODEL_PAIRS", "ModelPair", "NextTokenModel", "Prompt", "load_hf_pair", "load_model_pair",
+           "model_pair_names", "tree_paths"]

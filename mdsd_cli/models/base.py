@@ -12,7 +12,11 @@ things only:
   pass with a tree attention mask on top of the cached prefix.
 
 Contexts are always given in full, so a cache is an optimisation a model may
-keep between calls, never something the caller must manage. Logits may be
+keep between calls, never something the caller must manage. Such a model may
+also offer ``reset_cache()`` (decoding calls it at the start of each prompt, so
+that results do not depend on what ran before) and a ``cache_seconds`` counter
+(wall seconds of cache bookkeeping so far, which the timings report apart from
+the forward passes). Logits may be
 ``-inf`` (probability 0); :func:`mdsd_cli.distributions.softmax` turns them into
 probabilities at a temperature.
 """
@@ -65,12 +69,15 @@ class NextTokenModel:
         Generation stops after this token (None: never).
     max_context : int or None
         Longest context the model accepts (None: unbounded).
+    cache_seconds : float
+        Wall seconds spent on cache bookkeeping so far (0 without a cache).
     """
 
     name: str = ""
     vocab_size: int = 0
     eos_token_id: int | None = None
     max_context: int | None = None
+    cache_seconds: float = 0.0
 
     def logits(self, contexts: Sequence[Sequence[int]]) -> np.ndarray:
         """Next-token logits after each context, float ``[len(contexts), V]``."""
@@ -86,6 +93,9 @@ class NextTokenModel:
         """
         base = list(prefix)
         return self.logits([base + path for path in tree_paths(parents, tokens, nodes)])
+
+    def reset_cache(self) -> None:
+        """Forget any cached state (a no-op without a cache)."""
 
     # --- text ----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
