@@ -95,9 +95,10 @@ def decode(
     sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s): iid, wor, greedy, "
                                              "hub; each verifier runs on those it is lossless for. (default: each "
                                              "verifier's own)", rich_help_panel=DECODE_PANEL),
-    verifier: list[str] | None = typer.Option(None, "--verifier", help="Per-node verifier(s): nss, rrs, rrsw, kseq, "
-                                              "hub, greedy, otm, optimal-iid, optimal-wor; NAME:SAMPLER pins the "
-                                              "draft law (nss:wor). Repeat for several. (default: rrs)",
+    verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s): per node nss, rrs, rrsw, kseq, "
+                                              "hub, greedy, otm, optimal-iid, optimal-wor; sequence-level block "
+                                              "(chains) and traversal (static trees, iid or wor); NAME:SAMPLER pins "
+                                              "the draft law (nss:wor). Repeat for several. (default: rrs)",
                                               rich_help_panel=DECODE_PANEL),
     temperature: list[float] | None = typer.Option(None, "--temperature", "-t", min=0.0, help="Temperature(s) of "
                                                    "both models (0 = greedy). (default: 1)", rich_help_panel=DECODE_PANEL),
