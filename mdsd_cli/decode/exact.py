@@ -105,6 +105,34 @@ def tree_paths(tree: DraftTree) -> list[tuple[int, ...]]:
     return [_path(tree, u) for u in range(tree.size)]
 
 
+def per_node_output_law(tree: DraftTree, P: Sequence[np.ndarray], verifier_cls, sampler: str) -> dict:
+    """Exact law of a per-node walk's appended tokens given the drawn ``tree`` (``P[i]``: target law at node i).
+
+    The walk of :func:`~.walk.walk_per_node`: the verifier's exact conditional
+    output law at each node; a token shared by several children moves to each
+    with equal probability; a leaf appends one token from its ``P``.
+    """
+    out: dict[tuple[int, ...], float] = {}
+
+    def visit(u: int, path: tuple[int, ...], mass: float) -> None:
+        if not tree.children[u]:
+            for y in np.flatnonzero(P[u] > 0):
+                key = (*path, int(y))
+                out[key] = out.get(key, 0.0) + mass * float(P[u][y])
+            return
+        law = verifier_cls(P[u], tree.q[u], tree.n[u], sampler).output_law(tree.drafts[u])
+        for y in np.flatnonzero(law > 0):
+            matches = [c for c in tree.children[u] if tree.tokens[c] == y]
+            if not matches:
+                key = (*path, int(y))
+                out[key] = out.get(key, 0.0) + mass * float(law[y])
+            for c in matches:
+                visit(c, (*path, int(y)), mass * float(law[y]) / len(matches))
+
+    visit(0, (), 1.0)
+    return out
+
+
 def stream_law(block_law: dict[tuple[int, ...], float], p_law: Callable, V: int, length: int) -> np.ndarray:
     """The law of the first ``length`` generated tokens when a step appends ``block_law`` and the target continues.
 
@@ -131,4 +159,4 @@ class _Shifted:
         return np.stack([self.law((*self.head, *p)) for p in paths])
 
 
-__all__ = ["MAX_TREES", "ConditionalLaws", "sequence_law", "stream_law", "tree_law", "tree_paths"]
+__all__ = ["MAX_TREES", "ConditionalLaws", "per_node_output_law", "sequence_law", "stream_law", "tree_law", "tree_paths"]
