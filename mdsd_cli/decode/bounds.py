@@ -67,12 +67,22 @@ def _count_trees(shape: TreeShape, V: int, limit: int) -> bool:
 
 
 def step_bound(target, draft, context, shape: TreeShape, sampler: str, temperature: float, *,
-               lp: bool = True) -> tuple[float, bool, float, float]:
-    """``(sum_alpha_star, exact, coupling_lp, lossless_lp)`` at one root context (NaN where not computed)."""
+               lp: bool = True, laws: dict | None = None) -> tuple[float, bool, float, float]:
+    """``(sum_alpha_star, exact, coupling_lp, lossless_lp)`` at one root context (NaN where not computed).
+
+    ``laws`` (a dict) keeps the models' conditional laws between calls at the same context and temperature.
+    """
     V = target.vocab_size
     D = shape.depth
-    P = ConditionalLaws(target, context, temperature)
-    Q = ConditionalLaws(draft, context, temperature)
+    key = (tuple(context), float(temperature))
+    if laws is not None and key in laws:
+        P, Q = laws[key]
+    else:
+        P = ConditionalLaws(target, context, temperature)
+        Q = ConditionalLaws(draft, context, temperature)
+        if laws is not None:
+            laws.clear()  # one context at a time: V^(D-1) rows each
+            laws[key] = (P, Q)
     coupling = lossless = math.nan
     if lp and V ** (D + 1) <= MAX_LP_SEQUENCES and _count_trees(shape, V, MAX_LP_TREES):
         trees = tree_law(shape, sampler, Q, max_trees=MAX_LP_TREES)
@@ -113,6 +123,7 @@ def run_bounds(run, target, draft, *, lp: bool = True, progress=None) -> dict[in
     cost one computation.
     """
     cache: dict = {}
+    laws: dict = {}
     out: dict[int, list] = {}
     advance = progress or (lambda k=1: None)
     for r in run.runs:
@@ -125,7 +136,8 @@ def run_bounds(run, target, draft, *, lp: bool = True, progress=None) -> dict[in
             context = tuple(prompt + list(r.generated[:position]))
             key = (context, spec.tree.label, spec.sampler, spec.temperature)
             if key not in cache:
-                cache[key] = step_bound(target, draft, context, spec.tree, spec.sampler, spec.temperature, lp=lp)
+                cache[key] = step_bound(target, draft, context, spec.tree, spec.sampler, spec.temperature, lp=lp,
+                                        laws=laws)
             rows.append(cache[key])
         advance(1)
     return {k: np.array(v, dtype=float).reshape(-1, len(BOUND_COLUMNS)) for k, v in out.items()}

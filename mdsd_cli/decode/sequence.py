@@ -174,8 +174,8 @@ def _block_law(tree, P, sampler):
     out: dict[tuple[int, ...], float] = {}
     above = 1.0  # P(no i' > i accepted)
     for i in range(len(nodes) - 1, -1, -1):
-        mass = above * h[i]
-        above *= 1.0 - h[i]
+        mass = float(above * h[i])
+        above *= 1.0 - float(h[i])
         if mass <= 0:
             continue
         path = tuple(tree.tokens[u] for u in nodes[1 : i + 1])
