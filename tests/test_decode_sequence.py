@@ -285,3 +285,22 @@ def test_decode_reports_the_bounds_beside_block_efficiency():
         assert row.lossless_bound == pytest.approx(1 + lossless) and row.coupling_bound == pytest.approx(1 + coupling)
         assert row.block_efficiency_low <= row.lossless_bound <= row.sequence_bound
         assert row.per_node_figure == pytest.approx(1 + row.alpha_star_d1 * (1 + row.alpha_star_d2))
+
+
+def test_cli_sequence_bound_columns_and_bad_input():
+    from typer.testing import CliRunner
+
+    from mdsd_cli.cli.app import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["decode", "--models", "synthetic", "--vocab", "4", "--model-seed", "9", "--noise", "1.5",
+                              "--prompts", "3", "--max-new-tokens", "2", "--tree", "1x2", "--verifier", "block",
+                              "--verifier", "rrs", "--no-baselines", "--sequence-bound", "--no-timing", "-q"])
+    assert res.exit_code == 0, res.stderr
+    df = __import__("pandas").read_csv(__import__("io").StringIO(res.stdout))
+    assert list(df.verifier) == ["block", "rrs"] and df.sequence_bound_exact.all()
+    assert (df.lossless_bound <= df.coupling_bound + 1e-9).all() and (df.coupling_bound <= df.sequence_bound + 1e-9).all()
+    bad = runner.invoke(app, ["decode", "--prompts", "2", "--tree", "2x2", "--verifier", "block"])
+    assert bad.exit_code == 1 and bad.stdout == "" and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("Error: ") and len(bad.stderr.strip().splitlines()) == 1
+    assert "block verifies one chain" in bad.stderr
