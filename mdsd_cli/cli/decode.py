@@ -23,8 +23,9 @@ CONFIG_KEYS = {
     "name": str, "description": str, "models": str, "vocab": int, "model_seed": int, "noise": (int, float),
     "prompts": (int, str), "max_new_tokens": int, "trees": list, "samplers": list, "verifiers": list,
     "temperatures": list, "seed": int, "draft_cost": (int, float), "node_cost": (int, float), "baselines": bool,
-    "node_metrics": bool, "reuse_verifiers": bool, "target": str, "draft": str, "device": str, "dtype": str,
-    "revision": str, "draft_revision": str, "chat_template": bool, "scoring": str, "threads": int,
+    "node_metrics": bool, "reuse_verifiers": bool, "sequence_bound": bool, "target": str, "draft": str,
+    "device": str, "dtype": str, "revision": str, "draft_revision": str, "chat_template": bool, "scoring": str,
+    "threads": int,
 }
 #: Settings of Hugging Face models (--target/--draft), with their defaults.
 HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
@@ -32,7 +33,7 @@ HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_re
 DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
             "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
-            "reuse_verifiers": False}
+            "reuse_verifiers": False, "sequence_bound": False}
 
 
 def read_config(path: Path) -> dict:
@@ -159,9 +160,10 @@ def decode(
     sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s): iid, wor, greedy, "
                                              "hub; each verifier runs on those it is lossless for. (default: each "
                                              "verifier's own)", rich_help_panel=DECODE_PANEL),
-    verifier: list[str] | None = typer.Option(None, "--verifier", help="Per-node verifier(s): nss, rrs, rrsw, kseq, "
-                                              "hub, greedy, otm, optimal-iid, optimal-wor; NAME:SAMPLER pins the "
-                                              "draft law (nss:wor). Repeat for several. (default: rrs)",
+    verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s): per node nss, rrs, rrsw, kseq, "
+                                              "hub, greedy, otm, optimal-iid, optimal-wor; sequence-level block "
+                                              "(chains) and traversal (static trees, iid or wor); NAME:SAMPLER pins "
+                                              "the draft law (nss:wor). Repeat for several. (default: rrs)",
                                               rich_help_panel=DECODE_PANEL),
     temperature: list[float] | None = typer.Option(None, "--temperature", "-t", min=0.0, help="Temperature(s) of "
                                                    "both models (0 = greedy). (default: 1)", rich_help_panel=DECODE_PANEL),
@@ -180,6 +182,12 @@ def decode(
                                          "same (p, q, n) comes back (n-gram contexts repeat): the same tokens, "
                                          "less time, but verification times no longer show one set-up per node.",
                                          rich_help_panel=DECODE_PANEL),
+    sequence_bound: bool = typer.Option(False, "--sequence-bound", help="Also report the sequence-level bounds at "
+                                        "every step's root: 1 + sum_d α*_d (exact for chains, paths:KxL with iid "
+                                        "drafts and depth 1; an upper bound elsewhere) and, where every tree can be "
+                                        "enumerated (tiny V), the LP optimum over all lossless verifiers; plus the "
+                                        "per-node α* figure. Costs V^(d-1) model calls per depth d.",
+                                        rich_help_panel=DECODE_PANEL),
     config: Path | None = typer.Option(None, "--config", help="A TOML file setting any of the options above "
                                        "(models, prompts, trees, samplers, verifiers, temperatures, ...); "
                                        "options given on the command line win.", dir_okay=False,
@@ -254,6 +262,8 @@ def decode(
         settings["node_metrics"] = False
     if reuse_verifiers:
         settings["reuse_verifiers"] = True
+    if sequence_bound:
+        settings["sequence_bound"] = True
     if settings["models"] != "synthetic" and (vocab is not None or model_seed is not None or noise is not None):
         raise InputError("--vocab, --model-seed and --noise shape the synthetic pair; use them with --models synthetic")
 
@@ -271,8 +281,14 @@ def decode(
         run = run_decode(pair.target, pair.draft, prompt_list, specs, max_new_tokens=settings["max_new_tokens"],
                          seed=settings["seed"], jobs=jobs, node_metrics=settings["node_metrics"],
                          reuse_verifiers=settings["reuse_verifiers"], progress=advance)
+    bounds = None
+    if settings["sequence_bound"]:
+        from ..decode.bounds import run_bounds
+
+        with show_progress("bounds", len(run.runs), mode=progress, quiet=quiet) as advance:
+            bounds = run_bounds(run, pair.target, pair.draft, progress=advance)
     summary = summarize(run, draft_cost=settings["draft_cost"], node_cost=settings["node_cost"],
-                        timing=not no_timing)
+                        timing=not no_timing, bounds=bounds)
     dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise", *HF_DEFAULTS,
                                                                      "target", "draft")
     manifest = build_manifest("decode", {

@@ -25,8 +25,23 @@ from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
 from .drafting import grow_tree
 from .laws import tempered
+from .sequence import SEQUENCE_VERIFIERS
 from .trees import TreeShape, parse_tree
 from .walk import VerifierCache, walk_per_node
+
+
+def _verifier(name: str):
+    """A per-node verifier class (:data:`mdsd_cli.verifiers.VERIFIERS`) or a sequence-level verifier
+    (:data:`~.sequence.SEQUENCE_VERIFIERS`); :class:`InputError` for unknown names."""
+    if name in SEQUENCE_VERIFIERS:
+        return SEQUENCE_VERIFIERS[name]
+    try:
+        return get_verifier(name)
+    except InputError:
+        from ..errors import unknown_choice
+        from ..verifiers import VERIFIERS
+
+        raise unknown_choice("verifier", name, [*VERIFIERS, *SEQUENCE_VERIFIERS]) from None
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class DecodeSpec:
 def parse_verifier(text: str) -> tuple[str, str | None]:
     """``NAME`` or ``NAME:SAMPLER`` (pins the draft law, e.g. ``nss:wor``)."""
     name, _, sampler = str(text).partition(":")
-    get_verifier(name)
+    _verifier(name)
     if sampler:
         get_sampler(sampler)
     return name, (sampler or None)
@@ -71,7 +86,9 @@ def parse_verifier(text: str) -> tuple[str, str | None]:
 
 def _check_combination(tree: TreeShape, verifier: str, sampler: str, vocab_size: int) -> None:
     """Raise the reason ``verifier`` on ``sampler`` drafts cannot run on ``tree`` at this V (else None)."""
-    cls = get_verifier(verifier)
+    cls = _verifier(verifier)
+    if verifier in SEQUENCE_VERIFIERS:
+        cls.check_tree(tree)
     if cls.samplers is not None and sampler not in cls.samplers:
         raise InputError(f"verifier {verifier} is lossless for {'/'.join(cls.samplers)} drafts only, not "
                          f"{sampler}; pick --sampler {cls.samplers[0]} or pin it as {verifier}:{cls.samplers[0]}")
@@ -122,7 +139,7 @@ def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence
     used: set[str] = set()
     for text in dict.fromkeys(verifiers):
         name, pinned = parse_verifier(text)
-        cls = get_verifier(name)
+        cls = _verifier(name)
         if pinned:
             laws = [pinned]
         elif samplers:
@@ -242,7 +259,8 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
                 break
         return generated, np.array(steps, dtype=float).reshape(-1, len(STEP_COLUMNS)), np.zeros((0, 6))
     sampler = get_sampler(spec.sampler)
-    verifier_cls = get_verifier(spec.verifier)
+    sequence = SEQUENCE_VERIFIERS.get(spec.verifier)
+    verifier_cls = None if sequence else get_verifier(spec.verifier)
     while len(generated) < max_new_tokens:
         d0 = draft.cache_seconds
         tree = grow_tree(draft, context, spec.tree, sampler, T, rng)
@@ -252,8 +270,11 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
         logits = target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
         target_cache = target.cache_seconds - c0
         target_seconds = time.perf_counter() - t0 - target_cache
-        walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos, cache=cache,
-                             conditional_acceptance=node_metrics)
+        if sequence is not None:
+            walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
+        else:
+            walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos, cache=cache,
+                                 conditional_acceptance=node_metrics)
         step = len(steps)
         for v in walk.visits:
             a = _node_alpha_star(v, spec.sampler) if node_metrics else math.nan
@@ -292,7 +313,7 @@ def _unit(si: int, pi: int) -> PromptRun:
     spec, prompt = st["specs"][si], st["prompts"][pi]
     rng = np.random.default_rng([st["seed"], int(prompt.id), spec.stream])
     cache = None
-    if st["reuse_verifiers"] and not spec.plain:
+    if st["reuse_verifiers"] and not spec.plain and spec.verifier not in SEQUENCE_VERIFIERS:
         caches = st.setdefault("caches", {})
         if si not in caches:
             V = st["target"].vocab_size

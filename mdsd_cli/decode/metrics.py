@@ -64,7 +64,8 @@ def _by_prompt(runs, column: int):
     return tokens, steps
 
 
-def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.0, timing: bool = True):
+def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.0, timing: bool = True,
+              bounds: dict | None = None):
     """One row per configuration (a pandas DataFrame); see the module docstring for the definitions.
 
     Columns: tree, nodes (most nodes a tree can have), depth, sampler, verifier,
@@ -78,6 +79,14 @@ def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.
     the k-th token), speedup_model; with ``timing``: wall seconds of the draft
     model, the tree bookkeeping, the target model and verification, tokens/s,
     the measured draft cost ratio and the measured speed-up over plain sampling.
+
+    With ``bounds`` (:func:`~.bounds.run_bounds`), means over the steps of:
+    ``sequence_bound`` = 1 + sum_d α*_d (``sequence_bound_exact``: every step's
+    α*_d exact, else some are upper bounds), ``coupling_bound`` and
+    ``lossless_bound`` = 1 + the LP values (the best any lossless verifier can
+    do; NaN where the trees cannot be enumerated); and ``per_node_figure`` =
+    1 + sum_d prod_{k <= d} alpha_star_dk, the per-node α* of the visited nodes
+    compounded down the depths: a figure for comparison, not a bound.
     """
     import pandas as pd
 
@@ -123,6 +132,18 @@ def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.
             row[f"alpha_star_d{k}"] = mean(at[:, VI["alpha_star"]])
         cost = 1.0 + draft_cost * (passes if n_steps else 0.0) + node_cost * ((nodes - 1.0) if n_steps else 0.0)
         row["speedup_model"] = tau / cost if n_steps else math.nan
+        if bounds is not None:
+            b = bounds.get(si)
+            has = b is not None and b.shape[0] > 0
+            row["sequence_bound"] = 1.0 + float(b[:, 0].mean()) if has else math.nan
+            row["sequence_bound_exact"] = bool(has and b[:, 1].all())
+            row["coupling_bound"] = 1.0 + float(b[:, 2].mean()) if has else math.nan
+            row["lossless_bound"] = 1.0 + float(b[:, 3].mean()) if has else math.nan
+            figure, product = 1.0, 1.0
+            for k in range(1, (0 if spec.plain else spec.tree.depth) + 1):
+                product *= row[f"alpha_star_d{k}"] if not math.isnan(row[f"alpha_star_d{k}"]) else 0.0
+                figure += product
+            row["per_node_figure"] = figure if not spec.plain else math.nan
         seconds = {k: float(steps[:, S[k]].sum()) for k in ("draft_seconds", "tree_seconds", "target_seconds",
                                                               "verify_seconds", "cache_seconds")}
         total = sum(seconds.values())

@@ -1,0 +1,205 @@
+"""The `sequence-level` experiment: per-node and sequence-level verifiers against the sequence-level bounds.
+
+Two pairs, one decoding step from fixed root contexts, T = 1:
+
+* ``synthetic-v4`` — the context-hashed Zipf pair at V = 4 (seed 9, noise 1.5),
+  8 root contexts. Everything is exact: every draft tree is enumerated, each
+  verifier's expected tokens per step comes from its exact conditional law, and
+  the bounds are 1 + sum_d α*_d, the coupling LP and the lossless LP (the best
+  any lossless verifier can do). Generation (the first step, 40 runs per
+  context) is measured too.
+* ``pydoc-ngram`` — the 4-gram / bigram pair (V = 2,380), depth 2, 16 held-out
+  prompts × 16 runs of the first step. The bound is 1 + sum_d α*_d at each
+  prompt (exact for chains and iid paths; an upper bound for full trees); the
+  LPs do not fit.
+
+Writes ``results/sequence-level/summary.csv`` (one row per dataset, tree, draft
+law, verifier and method) with a manifest, and ``block-efficiency.png``/``.svg``.
+Usage: ``python experiments/sequence_level.py [OUT_DIR]`` (about 3-4 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mdsd_cli.decode import parse_tree, plan_decode, run_decode
+from mdsd_cli.decode.bounds import step_bound
+from mdsd_cli.decode.exact import ConditionalLaws, per_node_output_law, tree_law, tree_paths
+from mdsd_cli.decode.metrics import ratio_interval
+from mdsd_cli.decode.sequence import SEQUENCE_VERIFIERS
+from mdsd_cli.decode.walk import VerifierCache
+from mdsd_cli.io import build_manifest, write_table
+from mdsd_cli.models import Prompt, load_model_pair
+from mdsd_cli.models.synthetic import synthetic_models
+from mdsd_cli.verifiers import VERIFIERS
+
+SEED = 0
+T = 1.0
+#: (tree, draft law, verifiers): per-node first, then sequence-level.
+CASES = [
+    ("1x2", "iid", ["rrs", "block"]),
+    ("1x3", "iid", ["rrs", "block"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal"]),
+    ("paths:2x2", "iid", ["rrs", "kseq", "optimal-iid"]),
+]
+PYDOC_CASES = [
+    ("1x2", "iid", ["rrs", "block"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal"]),
+    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
+    ("paths:4x2", "iid", ["rrs", "kseq", "optimal-iid"]),
+]
+SEQUENCE = set(SEQUENCE_VERIFIERS)
+
+
+def log(msg: str) -> None:
+    print(f"[sequence-level] {msg}", file=sys.stderr, flush=True)
+
+
+def exact_tokens(target, draft, context, name, sampler, verifiers) -> dict[str, float]:
+    """Each verifier's exact expected tokens per step at ``context`` (every draft tree enumerated)."""
+    P, Q = ConditionalLaws(target, context, T), ConditionalLaws(draft, context, T)
+    caches = {v: VerifierCache(VERIFIERS[v], sampler) for v in verifiers if v not in SEQUENCE}
+    out = dict.fromkeys(verifiers, 0.0)
+    for tree, prob in tree_law(parse_tree(name), sampler, Q):
+        Ps = list(P.many(tree_paths(tree)))
+        for v in verifiers:
+            if v in SEQUENCE:
+                law = SEQUENCE_VERIFIERS[v].output_law(tree, Ps, sampler)
+            else:
+                law = per_node_output_law(tree, Ps, lambda p, q, n, s, c=caches[v]: c(p, q, n), sampler)
+            out[v] += prob * sum(m * len(k) for k, m in law.items())
+    return out
+
+
+def generated(target, draft, contexts, cases, repeats) -> pd.DataFrame:
+    """Block efficiency of the first step from each context, ``repeats`` runs each, with its 95% interval."""
+    prompts = [Prompt(i * repeats + r, tuple(c)) for i, c in enumerate(contexts) for r in range(repeats)]
+    rows = []
+    for name, sampler, verifiers in cases:
+        specs, _ = plan_decode([name], [f"{v}:{sampler}" for v in verifiers], temperatures=[T],
+                               vocab_size=target.vocab_size, baselines=False)
+        run = run_decode(target, draft, prompts, specs, max_new_tokens=1, seed=SEED, node_metrics=False,
+                         reuse_verifiers=True)
+        for si, spec in enumerate(specs):
+            units = [r for r in run.runs if r.spec == si]
+            tokens = np.array([r.steps[:, 1].sum() for r in units])
+            tau, lo, hi = ratio_interval(tokens, np.ones(len(units)))
+            rows.append({"tree": name, "sampler": sampler, "verifier": spec.verifier, "method": "generation",
+                         "block_efficiency": tau, "block_efficiency_low": lo, "block_efficiency_high": hi,
+                         "steps": len(units)})
+    return pd.DataFrame(rows)
+
+
+def bounds_at(target, draft, contexts, cases, *, lp: bool) -> pd.DataFrame:
+    rows = []
+    laws: dict = {}
+    for i, context in enumerate(contexts):
+        for name, sampler, _ in cases:
+            total, exact, coupling, lossless = step_bound(target, draft, context, parse_tree(name), sampler, T,
+                                                          lp=lp, laws=laws)
+            rows.append({"context": i, "tree": name, "sampler": sampler, "sequence_bound": 1 + total,
+                         "sequence_bound_exact": exact, "coupling_bound": 1 + coupling, "lossless_bound": 1 + lossless})
+    b = pd.DataFrame(rows)
+    return b.groupby(["tree", "sampler"], sort=False).agg(
+        sequence_bound=("sequence_bound", "mean"), sequence_bound_exact=("sequence_bound_exact", "all"),
+        coupling_bound=("coupling_bound", "mean"), lossless_bound=("lossless_bound", "mean")).reset_index()
+
+
+def synthetic_part() -> pd.DataFrame:
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    contexts = [(a, b) for a in range(4) for b in range(4)][::2]  # 8 root contexts
+    t0 = time.perf_counter()
+    bounds = bounds_at(target, draft, contexts, CASES, lp=True)
+    log(f"synthetic bounds in {time.perf_counter() - t0:.0f} s")
+    rows = []
+    for name, sampler, verifiers in CASES:
+        per = [exact_tokens(target, draft, c, name, sampler, verifiers) for c in contexts]
+        for v in verifiers:
+            value = float(np.mean([p[v] for p in per]))
+            rows.append({"tree": name, "sampler": sampler, "verifier": v, "method": "exact", "block_efficiency": value,
+                         "block_efficiency_low": value, "block_efficiency_high": value, "steps": np.nan})
+    log(f"synthetic exact values in {time.perf_counter() - t0:.0f} s")
+    gen = generated(target, draft, contexts, CASES, 40)
+    log(f"synthetic generation in {time.perf_counter() - t0:.0f} s")
+    df = pd.concat([pd.DataFrame(rows), gen], ignore_index=True).merge(bounds, on=["tree", "sampler"])
+    df.insert(0, "dataset", "synthetic-v4")
+    return df
+
+
+def pydoc_part() -> pd.DataFrame:
+    pair = load_model_pair("pydoc-ngram")
+    contexts = [p.tokens for p in pair.prompts(16)]
+    t0 = time.perf_counter()
+    bounds = bounds_at(pair.target, pair.draft, contexts, PYDOC_CASES, lp=False)
+    log(f"pydoc-ngram bounds in {time.perf_counter() - t0:.0f} s")
+    gen = generated(pair.target, pair.draft, contexts, PYDOC_CASES, 16)
+    log(f"pydoc-ngram generation in {time.perf_counter() - t0:.0f} s")
+    df = gen.merge(bounds, on=["tree", "sampler"])
+    df.insert(0, "dataset", "pydoc-ngram")
+    return df
+
+
+def plot(df: pd.DataFrame, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = list(dict.fromkeys(df.dataset))
+    fig, axes = plt.subplots(1, len(sets), figsize=(6.2 * len(sets), 4.2), squeeze=False)
+    colours = {"rrs": "#9ecae1", "kseq": "#6baed6", "optimal-iid": "#2171b5", "rrsw": "#a1d99b", "optimal-wor": "#31a354",
+               "block": "#fd8d3c", "traversal": "#d94801"}
+    for ax, name in zip(axes[0], sets):
+        d = df[(df.dataset == name) & (df.method == ("exact" if name == "synthetic-v4" else "generation"))]
+        groups = list(dict.fromkeys(zip(d.tree, d.sampler)))
+        for g, (tree, sampler) in enumerate(groups):
+            rows = d[(d.tree == tree) & (d.sampler == sampler)]
+            width = 0.8 / len(rows)
+            for j, r in enumerate(rows.itertuples()):
+                x = g - 0.4 + width * (j + 0.5)
+                err = None if r.method == "exact" else [[r.block_efficiency - r.block_efficiency_low],
+                                                        [r.block_efficiency_high - r.block_efficiency]]
+                ax.bar(x, r.block_efficiency, width, yerr=err, color=colours.get(r.verifier, "grey"),
+                       label=r.verifier if g == 0 or r.verifier not in ax.get_legend_handles_labels()[1] else None)
+            top = rows.iloc[0]
+            ax.hlines(top.sequence_bound, g - 0.45, g + 0.45, colors="black", linestyles="--",
+                      label="1 + Σ α*_d" if g == 0 else None)
+            if not np.isnan(top.lossless_bound):
+                ax.hlines(top.lossless_bound, g - 0.45, g + 0.45, colors="black",
+                          label="lossless optimum (LP)" if g == 0 else None)
+        ax.set_xticks(range(len(groups)), [f"{t}\n{s}" for t, s in groups])
+        ax.set_ylabel("tokens per target call (τ)")
+        ax.set_ylim(1, None)
+        ax.set_title(f"{name}: " + ("exact" if name == "synthetic-v4" else "first step, ± 95%"))
+        handles, labels = ax.get_legend_handles_labels()
+        seen = dict(zip(labels, handles))
+        ax.legend(seen.values(), seen.keys(), fontsize=7, loc="upper left")
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(out / f"block-efficiency.{ext}", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[1]) if len(argv) > 1 else Path("results/sequence-level")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    df = pd.concat([synthetic_part(), pydoc_part()], ignore_index=True)
+    manifest = build_manifest("sequence-level", {"temperature": T, "seed": SEED, "cases": CASES,
+                                                 "pydoc_cases": PYDOC_CASES},
+                              seconds=round(time.perf_counter() - t0, 1))
+    write_table(df, out / "summary.csv", manifest=manifest)
+    plot(df, out)
+    log(f"wrote {out / 'summary.csv'} and the figure in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

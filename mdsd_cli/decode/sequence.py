@@ -1,0 +1,258 @@
+"""Sequence-level verifiers: judge whole draft paths instead of one node at a time.
+
+Both take a drawn :class:`~.drafting.DraftTree`, the target's logits at its
+nodes and a temperature, and return a :class:`~.walk.WalkResult` (the tokens of
+the accepted path, then one bonus/correction token). Weights ``w`` below are
+sequence-level: ``w`` of a node is the probability with which the whole path
+from the root to it may still be accepted.
+
+``block`` — Block Verification (Sun et al., ICLR 2025), chains ``1xD`` only.
+    With drafts ``X_1..X_D``, ``P_i = p(. | X_{1:i})``, ``Q_i = q(. | X_{1:i})``
+    (``i = 0`` is the root)::
+
+        w_0 = 1,   w_i = min(1, w_{i-1} P_{i-1}(X_i) / Q_{i-1}(X_i))
+        r_i(x) = max(w_i P_i(x) - Q_i(x), 0),   rho_i = sum_x r_i(x)
+        h_D = w_D,   h_i = rho_i / (rho_i + 1 - w_i)  (0 < i < D),   h_0 = 1
+
+    The number of accepted drafts is ``tau = max{i : eta_i <= h_i}`` with
+    ``eta_i ~ U(0, 1)`` independent (checked from ``i = D`` down); the step
+    appends ``X_{1:tau}`` and one token from ``P_D`` if ``tau = D``, else from
+    ``r_tau / rho_tau``.
+
+``traversal`` — Traversal Verification (Weng et al., NeurIPS 2025), any static
+    tree whose nodes draw their children iid or without replacement. Nodes are
+    examined leaf first, in depth-first order (the deepest node of the first
+    remaining path). Every node ``u`` keeps a weight ``w_u``, a target law
+    ``P_u`` and a draft law ``Q_u``; a child ``c`` with token ``x`` gets
+    ``w_c = min(1, w_u P_u(x) / Q_u(x))`` when the walk reaches it. A node
+    without remaining children is accepted with probability ``w_u``: the step
+    appends its path and one token from ``P_u``. If rejected it is deleted and
+    its parent ``u`` becomes::
+
+        P_u <- normalise(max(w_u P_u - Q_u, 0)),   w_u <- rho / (rho + 1 - w_u)
+        (rho = sum_x max(w_u P_u(x) - Q_u(x), 0)),  Q_u <- Q_u without x (wor)
+
+    The root has ``w = 1`` throughout, so it is accepted when all its children
+    are gone (a correction token from its residual, nothing accepted). On a
+    chain this is Block Verification exactly (the same ``h_i``, checked in the
+    same order); on a one-level tree it is RRS (iid) or RRS without
+    replacement (wor).
+
+Both are lossless: the step's tokens, continued by the target, follow the
+target's law (``tests/test_decode_sequence.py`` checks it exactly on every
+enumerable tree of a tiny model, and in generation).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..verifiers.base import sample_from_law
+from .drafting import DraftTree
+from .laws import tempered
+from .trees import TreeShape
+from .walk import Visit, WalkResult
+
+
+def _residual(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, float]:
+    """``max(w P - Q, 0)`` and its mass."""
+    r = np.maximum(w * P - Q, 0.0)
+    return r, float(r.sum())
+
+
+def _after_rejection(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.ndarray]:
+    """A node's weight and target law after one of its children is rejected (see the module doc)."""
+    r, rho = _residual(w, P, Q)
+    if rho <= 0.0:  # unreachable with exact arithmetic (a weight-1 node with P = Q never loses a child)
+        return (1.0 if w >= 1.0 else 0.0), P
+    return rho / (rho + max(1.0 - w, 0.0)), r / rho
+
+
+def _child_weight(w: float, P: np.ndarray, Q: np.ndarray, x: int) -> float:
+    if Q[x] <= 0.0:
+        return 0.0
+    return min(1.0, w * P[x] / Q[x])
+
+
+@dataclass
+class SequenceVerifier:
+    """A sequence-level verifier: its name, the draft laws it is lossless for, the trees it runs on."""
+
+    name: str
+    description: str
+    samplers: tuple[str, ...] = ("iid", "wor")
+    default_sampler: str = "iid"
+    fixed_n = None
+
+    def check_size(self, q, n, sampler) -> None:  # no set-up to refuse: O(V) per node
+        return None
+
+    def check_tree(self, tree: TreeShape) -> None:
+        """Raise :class:`InputError` if this verifier cannot run on ``tree``."""
+        if tree.kind != "static":
+            raise InputError(f"{self.name} needs a static tree (KxD, widths or a file); tree {tree.label} merges "
+                             "equal-token paths, whose subtrees are not drawn independently")
+        if self.name == "block" and tree.widths != [1]:
+            raise InputError(f"block verifies one chain; tree {tree.label} has nodes with "
+                             f"{max(tree.widths)} children; use 1x{tree.depth} or --verifier traversal")
+
+    # --- the law of one step, given the tree -----------------------------------------------------
+    def output_law(self, tree: DraftTree, P: list, sampler: str) -> dict[tuple[int, ...], float]:
+        """Exact law of the step's appended tokens given the drawn ``tree``, as ``{tokens: probability}``.
+
+        ``P[i]`` is the target's law at node ``i``. Tokens are the accepted path
+        followed by the bonus/correction token.
+        """
+        return (_block_law if self.name == "block" else _traversal_law)(tree, P, sampler)
+
+    def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
+             rng: np.random.Generator, *, eos_token_id: int | None = None) -> WalkResult:
+        """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens."""
+        t0 = time.perf_counter()
+        P = tempered(target_logits, temperature)
+        run = _block_sample if self.name == "block" else _traversal_sample
+        node, bonus = run(tree, P, sampler, rng)
+        path = []
+        u = node
+        while u > 0:
+            path.append(u)
+            u = tree.parents[u]
+        path.reverse()
+        tokens = [tree.tokens[u] for u in path] + [int(bonus)]
+        if eos_token_id is not None and eos_token_id in tokens:
+            tokens = tokens[: tokens.index(eos_token_id) + 1]
+        accepted = min(len(path), len(tokens))
+        seconds = time.perf_counter() - t0
+        visits = []
+        for k, u in enumerate([0, *path[:accepted]]):
+            if not tree.children[u]:
+                break
+            visits.append(Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], P[u], tree.q[u], tokens[k],
+                                k < accepted))
+        return WalkResult(tokens, accepted, visits, seconds, None if tree.children[node] else node)
+
+
+# --- block verification ------------------------------------------------------------------------
+
+def _chain(tree: DraftTree) -> list[int]:
+    nodes = [0]
+    while tree.children[nodes[-1]]:
+        if len(tree.children[nodes[-1]]) != 1:
+            raise InputError("block verifies one chain; this tree has a node with several children")
+        nodes.append(tree.children[nodes[-1]][0])
+    return nodes
+
+
+def _block_quantities(tree: DraftTree, P: list):
+    """``h_i`` and the law of the token drawn after accepting ``i`` drafts, ``i = 0..D``."""
+    nodes = _chain(tree)
+    D = len(nodes) - 1
+    w = 1.0
+    h = np.empty(D + 1)
+    laws = []
+    for i, u in enumerate(nodes):
+        if i > 0:
+            parent = nodes[i - 1]
+            w = _child_weight(w, P[parent], tree.q[parent], tree.tokens[u])
+        if i == D:
+            h[i], law = w, P[u]
+        else:
+            r, rho = _residual(w, P[u], tree.q[u])
+            h[i] = 1.0 if i == 0 else (rho / (rho + 1.0 - w) if rho + 1.0 - w > 0 else 1.0)
+            law = r / rho if rho > 0 else P[u]
+        laws.append(law)
+    h[0] = 1.0
+    return nodes, h, laws
+
+
+def _block_law(tree, P, sampler):
+    nodes, h, laws = _block_quantities(tree, P)
+    out: dict[tuple[int, ...], float] = {}
+    above = 1.0  # P(no i' > i accepted)
+    for i in range(len(nodes) - 1, -1, -1):
+        mass = float(above * h[i])
+        above *= 1.0 - float(h[i])
+        if mass <= 0:
+            continue
+        path = tuple(tree.tokens[u] for u in nodes[1 : i + 1])
+        for y in np.flatnonzero(laws[i] > 0):
+            key = (*path, int(y))
+            out[key] = out.get(key, 0.0) + mass * float(laws[i][y])
+    return out
+
+
+def _block_sample(tree, P, sampler, rng):
+    nodes, h, laws = _block_quantities(tree, P)
+    for i in range(len(nodes) - 1, -1, -1):
+        if i == 0 or rng.random() <= h[i]:
+            return nodes[i], int(sample_from_law(laws[i], 1, rng)[0])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --- traversal verification --------------------------------------------------------------------
+
+def _traverse(tree: DraftTree, P: list, sampler: str, u: int, w: float, rng, weight: float, out: dict | None):
+    """Examine ``u``'s subtree (``u`` has weight ``w``). Sampling (``rng``): returns ``(node, token)`` or None if
+    rejected. Exact (``out``): adds the law of the outcomes, times ``weight``, to ``out`` and returns the
+    probability that ``u`` is rejected."""
+    Pu = P[u]
+    Qu = tree.q.get(u)
+    stay = 1.0  # exact mode: probability that every child so far was rejected
+    for c in tree.children[u]:
+        x = tree.tokens[c]
+        wc = _child_weight(w, Pu, Qu, x)
+        if out is None:
+            found = _traverse(tree, P, sampler, c, wc, rng, 1.0, None)
+            if found is not None:
+                return found
+        else:
+            stay *= _traverse(tree, P, sampler, c, wc, None, weight * stay, out)
+            if stay <= 0.0:
+                return 0.0
+        w, Pu = _after_rejection(w, Pu, Qu)
+        if sampler == "wor":
+            Qu = Qu.copy()
+            Qu[x] = 0.0
+            total = Qu.sum()
+            Qu = Qu / total if total > 0 else Qu
+    accept = 1.0 if u == 0 else w
+    if out is None:
+        if u == 0 or rng.random() < accept:
+            return u, int(sample_from_law(Pu, 1, rng)[0])
+        return None
+    if accept > 0:
+        path = []
+        v = u
+        while v > 0:
+            path.append(tree.tokens[v])
+            v = tree.parents[v]
+        path = tuple(path[::-1])
+        mass = weight * stay * accept
+        for y in np.flatnonzero(Pu > 0):
+            key = (*path, int(y))
+            out[key] = out.get(key, 0.0) + mass * float(Pu[y])
+    return stay * (1.0 - accept)
+
+
+def _traversal_law(tree, P, sampler):
+    out: dict[tuple[int, ...], float] = {}
+    _traverse(tree, P, sampler, 0, 1.0, None, 1.0, out)
+    return out
+
+
+def _traversal_sample(tree, P, sampler, rng):
+    return _traverse(tree, P, sampler, 0, 1.0, rng, 1.0, None)
+
+
+#: Sequence-level verifiers by CLI name.
+SEQUENCE_VERIFIERS: dict[str, SequenceVerifier] = {
+    "block": SequenceVerifier("block", "Block Verification (Sun et al., ICLR 2025): the whole chain judged at once"),
+    "traversal": SequenceVerifier("traversal", "Traversal Verification (Weng et al., NeurIPS 2025): leaves first, "
+                                               "sequence-level weights"),
+}
+
+__all__ = ["SEQUENCE_VERIFIERS", "SequenceVerifier"]
