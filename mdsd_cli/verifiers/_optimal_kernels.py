@@ -26,12 +26,16 @@ else:
 
 
 @_jit
-def _val(a, L, n, sign):
-    """Integral of the value density over ``[a, a + L]`` (mirrored when ``sign < 0``)."""
-    if sign < 0:
-        a = -(a + L)
+def _val(a, L, n, sign, o):
+    """Integral of the value density over ``[o + a, o + a + L]`` (mirrored when ``sign < 0``).
+
+    Positions are kept relative to the block's origin ``o`` and added to it only here, so
+    that a block whose mass is far below the ulp of ``o`` keeps its lengths exact."""
     if L <= 0.0:
         return 0.0
+    a = o + a
+    if sign < 0:
+        a = -(a + L)
     if a < 0.0:
         L += a
         a = 0.0
@@ -46,7 +50,8 @@ def _val(a, L, n, sign):
 
 
 @_jit
-def _dens(u, n, sign):
+def _dens(u, n, sign, o):
+    u = o + u
     if sign < 0:
         u = -u
     if u <= 0.0:
@@ -57,7 +62,7 @@ def _dens(u, n, sign):
 
 
 @_jit
-def _eval(mode, x, a0, a1, a2, a3, n, sign):
+def _eval(mode, x, a0, a1, a2, a3, n, sign, o):
     """``(F, F')`` of the three monotone equations the curtain solves.
 
     mode 0 (a new run ``[x, x + Q]``): ``val(x, Q)``, with ``a0 = Q``.
@@ -72,7 +77,7 @@ def _eval(mode, x, a0, a1, a2, a3, n, sign):
     """
     if mode == 0:
         Q = a0
-        return _val(x, Q, n, sign), _dens(x + Q, n, sign) - _dens(x, n, sign)
+        return _val(x, Q, n, sign, o), _dens(x + Q, n, sign, o) - _dens(x, n, sign, o)
     if mode == 1:
         top, rest, hi, ln = a0, a1, a2, a3
         y = rest - x
@@ -80,38 +85,38 @@ def _eval(mode, x, a0, a1, a2, a3, n, sign):
             y = 0.0
         if y > ln:
             y = ln
-        return (_val(top, x, n, sign) + _val(hi - y, y, n, sign),
-                _dens(top + x, n, sign) - _dens(hi - y, n, sign))
+        return (_val(top, x, n, sign, o) + _val(hi - y, y, n, sign, o),
+                _dens(top + x, n, sign, o) - _dens(hi - y, n, sign, o))
     if mode == 3:  # minus the mean value of the top a_prev + x of a run: -(v_prev + val(hi - x, x)) / (a_prev + x)
         hi, v_prev, a_prev = a0, a1, a2
         mass = a_prev + x
         if mass <= 0.0:
-            return -_dens(hi, n, sign), 0.0
-        mean = (v_prev + _val(hi - x, x, n, sign)) / mass
-        return -mean, (mean - _dens(hi - x, n, sign)) / mass
+            return -_dens(hi, n, sign, o), 0.0
+        mean = (v_prev + _val(hi - x, x, n, sign, o)) / mass
+        return -mean, (mean - _dens(hi - x, n, sign, o)) / mass
     e, rho = a0, a1
     L = e - x
     if L <= 0.0:
-        return _dens(e, n, sign) - rho, 0.0
-    m = _val(x, L, n, sign) / L
-    return m - rho, (m - _dens(x, n, sign)) / L
+        return _dens(e, n, sign, o) - rho, 0.0
+    m = _val(x, L, n, sign, o) / L
+    return m - rho, (m - _dens(x, n, sign, o)) / L
 
 
 @_jit
-def _root(mode, lo, hi, target, a0, a1, a2, a3, n, sign):
+def _root(mode, lo, hi, target, a0, a1, a2, a3, n, sign, o):
     """Root of the increasing ``F(x) - target`` on ``[lo, hi]`` (clamped to the ends):
     safeguarded Newton with a bracket."""
-    flo = _eval(mode, lo, a0, a1, a2, a3, n, sign)[0] - target
+    flo = _eval(mode, lo, a0, a1, a2, a3, n, sign, o)[0] - target
     if flo >= 0.0:
         return lo
-    fhi = _eval(mode, hi, a0, a1, a2, a3, n, sign)[0] - target
+    fhi = _eval(mode, hi, a0, a1, a2, a3, n, sign, o)[0] - target
     if fhi <= 0.0:
         return hi
     x = lo - flo * (hi - lo) / (fhi - flo)  # a secant start
     if not (lo < x < hi):
         x = 0.5 * (lo + hi)
     for _ in range(200):
-        f, d = _eval(mode, x, a0, a1, a2, a3, n, sign)
+        f, d = _eval(mode, x, a0, a1, a2, a3, n, sign, o)
         f -= target
         if f > 0.0:
             hi = x
@@ -133,7 +138,8 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
              chunk_end, split, m_a, m_b, total, ptr, pc_start, pc_len):
     """Left curtain over the tokens ``q, t`` given in increasing ``sign * rho`` (``t`` already
     multiplied by ``sign``), on the axis ``[o, o + sum q]`` (mirrored when ``sign < 0``:
-    the caller passes mirrored coordinates, and the values are negated).
+    the caller passes mirrored coordinates, and the values are negated). Positions (``top``,
+    the gaps, the pieces) are relative to ``o``, which only the value integrals add back.
 
     Fills the chunk arrays and returns ``(chunks, pieces)``, or ``(-1, 0)`` once more
     than ``max_chunks`` chunks would be needed. Chunk ``c`` holds tokens
@@ -148,8 +154,8 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
     for k in range(m):
         Qc[k + 1] = Qc[k] + q[k]
         Tc[k + 1] = Tc[k] + t[k]
-    U = o + Qc[m]
-    top = o
+    U = Qc[m]  # positions are relative to o (see _val)
+    top = 0.0
     gap_lo = np.empty(m + 1)
     gap_len = np.empty(m + 1)
     tmp_start = np.empty(m + 2)
@@ -190,7 +196,7 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
         room = U - top
         if room < 0.0:
             room = 0.0
-        new_run = Q <= room and _val(top, Q, n, sign) <= T
+        new_run = Q <= room and _val(top, Q, n, sign, o) <= T
         seg = -1
         cm = 0.0
         cv = 0.0
@@ -198,7 +204,7 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
         x = 0.0
         s = top
         if new_run:
-            s = _root(0, top, max(top, U - Q), T, Q, 0.0, 0.0, 0.0, n, sign) if Q < room else top
+            s = _root(0, top, max(top, U - Q), T, Q, 0.0, 0.0, 0.0, n, sign, o) if Q < room else top
         else:
             g = gaps - 1
             while g >= 0:
@@ -206,10 +212,10 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
                 if h_end <= 0.0:
                     seg = g
                     break
-                if _val(top, h_end, n, sign) + cv + _val(gap_lo[g], gap_len[g], n, sign) - T <= 0.0:
+                if _val(top, h_end, n, sign, o) + cv + _val(gap_lo[g], gap_len[g], n, sign, o) - T <= 0.0:
                     seg = g
                     break
-                cv += _val(gap_lo[g], gap_len[g], n, sign)
+                cv += _val(gap_lo[g], gap_len[g], n, sign, o)
                 cm += gap_len[g]
                 g -= 1
             if seg < 0:  # rounding: every gap is used; the rest of the run is above `top`
@@ -221,7 +227,7 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
                 hi_h = min(Q - cm, room)
                 if hi_h < lo_h:
                     hi_h = lo_h
-                h = _root(1, lo_h, hi_h, T - cv, top, Q - cm, hi_g, ln, n, sign)
+                h = _root(1, lo_h, hi_h, T - cv, top, Q - cm, hi_g, ln, n, sign, o)
                 x = min(max(Q - cm - h, 0.0), ln)
         # the run's pieces in decreasing value
         npc = 0
@@ -248,7 +254,7 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
         vtot = 0.0
         for k in range(npc):
             run += tmp_len[k]
-            vtot += _val(tmp_start[k], tmp_len[k], n, sign)
+            vtot += _val(tmp_start[k], tmp_len[k], n, sign, o)
         # the split: part A = the top `a` of the run's mass, the largest `a` whose mean
         # value still reaches r_hi; the chunk is kept when B's mean is at most r_lo
         a = run
@@ -261,17 +267,17 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
             found = False
             for k in range(npc):
                 L = tmp_len[k]
-                vp = _val(tmp_start[k], L, n, sign)
+                vp = _val(tmp_start[k], L, n, sign, o)
                 if (v_prev + vp) >= r_hi * (a_prev + L):
                     a_prev += L
                     v_prev += vp
                     continue
                 hi_p = tmp_start[k] + L
-                if a_prev <= 0.0 and _dens(hi_p, n, sign) < r_hi - slack * abs(r_hi):
+                if a_prev <= 0.0 and _dens(hi_p, n, sign, o) < r_hi - slack * abs(r_hi):
                     break  # not even the top value reaches r_hi
-                xs = _root(3, 0.0, L, -r_hi, hi_p, v_prev, a_prev, 0.0, n, sign)
+                xs = _root(3, 0.0, L, -r_hi, hi_p, v_prev, a_prev, 0.0, n, sign, o)
                 a = a_prev + xs
-                va = v_prev + _val(hi_p - xs, xs, n, sign)
+                va = v_prev + _val(hi_p - xs, xs, n, sign, o)
                 found = a > 0.0 and a < run
                 if found:
                     ma = va / a

@@ -82,6 +82,7 @@ class Curtain:
         t = np.asarray(t, dtype=np.float64)
         m = q.size
         self.n, self.o, self.size = int(n), float(o), m
+        self.mass = float(q.sum())
         self.direction = direction
         if direction > 0:  # increasing rho: the chain reversed
             qq, tt, oo = np.ascontiguousarray(q[::-1]), np.ascontiguousarray(t[::-1]), float(o)
@@ -122,7 +123,8 @@ class Curtain:
         return np.clip(lam, 0.0, 1.0)
 
     def sample_marks(self, chunk, lam, rng):
-        """One mark per (chunk, lambda) pair, on the real axis (the largest mark wins)."""
+        """One mark per (chunk, lambda) pair, on the real axis up to a shift that is the
+        same for the whole block (the largest mark wins)."""
         from ._optimal_kernels import _sample_marks
 
         chunk = np.ascontiguousarray(chunk, dtype=np.int64)
@@ -133,7 +135,9 @@ class Curtain:
         return self.direction * marks
 
     def _parts(self, chunk):
-        """Part A and part B of a chunk's run as lists of ``(lo, hi)`` on the real axis."""
+        """Part A and part B of a chunk's run as lists of ``(lo, hi)`` on the real axis,
+        relative to the block's bottom ``o`` (so within ``[0, Q_B]``: a block whose mass is
+        below the ulp of ``o`` keeps its lengths exact)."""
         c = int(chunk)
         a_left = self.split[c]
         parts = ([], [])
@@ -143,13 +147,14 @@ class Curtain:
             take = min(max(a_left, 0.0), L)  # pieces are used from their top down
             for (lo, hi), part in (((top - take, top), 0), ((s, top - take), 1)):
                 if hi > lo:
-                    parts[part].append((lo, hi) if self.direction > 0 else (-hi, -lo))
+                    parts[part].append((lo, hi) if self.direction > 0 else (self.mass - hi, self.mass - lo))
             a_left -= L
         return parts
 
     def densities(self, chunk, lam):
-        """The piecewise-uniform law of one mark: ``[(start, end, probability), ...]``
-        (probabilities, not densities: a piece may be too short for its density to be finite)."""
+        """The piecewise-uniform law of one mark: ``[(start, end, probability), ...]`` with
+        positions relative to ``o`` (probabilities, not densities: a piece may be too short
+        for its density to be finite)."""
         c = int(chunk)
         a_mass, b_mass = self.split[c], self.total[c] - self.split[c]
         part_a, part_b = self._parts(c)
