@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from .bounds.chain import chain_solve
-from .distributions import PairBatch, check_drafts, check_pair
+from .distributions import PairBatch, check_drafts, check_pair, check_temperature
 from .errors import InputError, unknown_choice
 from .samplers import get_sampler
 from .samplers.parametric import format_value
@@ -118,13 +118,19 @@ def family_specs(family: str, grid: Iterable[float], n: int, base: str = "wor") 
     ``hybrid:m=9`` at n = 4, or a temperature <= 0).
     """
     check_family(family)
+    key = FAMILIES[family]
+    # a base with its own parameters (``wor:top_k=50``) keeps them: the family's key is added
+    base_name, sep, base_params = str(base).strip().partition(":")
+    params = [item.strip() for item in base_params.split(",") if item.strip()] if sep else []
+    if key in {item.partition("=")[0].strip().replace("-", "_") for item in params}:
+        raise InputError(f"base sampler {base!r} already sets {key}, which the {family} family varies; "
+                         f"give the base without it (e.g. {base_name}) or search other families")
     out = []
     for x in grid:
-        key = FAMILIES[family]
         if family == "hybrid":
-            spec = f"hybrid:m={format_value(x)}"
+            spec = ",".join([f"hybrid:m={format_value(x)}", *params])
         else:
-            spec = f"{base}:{key}={format_value(x)}"
+            spec = f"{base_name}:" + ",".join([*params, f"{key}={format_value(x)}"])
         get_sampler(spec).check_n(n)
         out.append((float(x), spec))
     return out
@@ -170,6 +176,9 @@ def alpha_star_grid(P: np.ndarray, Q: np.ndarray, n: int, specs: Iterable[str]) 
 def _split(num_pairs: int, rng) -> tuple[np.ndarray, np.ndarray]:
     if num_pairs < 2:
         raise InputError(f"the honest split needs at least 2 pairs, got {num_pairs}; give more pairs")
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer, np.random.Generator)) or (
+            not isinstance(rng, np.random.Generator) and rng < 0):
+        raise InputError(f"the split seed must be an integer >= 0 or a numpy Generator, got {rng!r}")
     order = np.random.default_rng(rng).permutation(num_pairs)
     half = (num_pairs + 1) // 2
     return np.sort(order[:half]), np.sort(order[half:])
@@ -241,9 +250,16 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
     families = [check_family(f.replace("_", "-")) for f in families]
     grids = dict(DEFAULT_GRIDS)
     for family, values in (grid or {}).items():
-        grids[check_family(family.replace("_", "-"))] = tuple(values)
+        family = check_family(family.replace("_", "-"))
+        if family not in families:
+            raise InputError(f"a grid is given for {family}, which is not searched; add it to the families "
+                             f"(--family {family}) or drop its grid")
+        grids[family] = tuple(values)
+        if not grids[family]:
+            raise InputError(f"the grid of {family} is empty; give at least one value")
     bases = list(dict.fromkeys(get_sampler(s).name for s in samplers))
-    temps = list(dict.fromkeys(temperatures)) if temperatures is not None else [batch.temperature]
+    temps = (list(dict.fromkeys(check_temperature(t) for t in temperatures)) if temperatures is not None
+             else [batch.temperature])
     select, hold = _split(batch.num_pairs, rng)
 
     # every spec is checked before any work

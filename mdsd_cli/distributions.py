@@ -167,6 +167,8 @@ def check_drafts(n) -> int:
 
 def check_temperature(temperature) -> float:
     """Validate a temperature: a finite number >= 0 (0 means greedy, one-hot)."""
+    if isinstance(temperature, bool):
+        raise InputError(f"temperature must be a number, got {temperature!r}")
     try:
         t = float(temperature)
     except (TypeError, ValueError):

@@ -99,6 +99,8 @@ def test_grid_syntax():
     (["-s", "wor:colour=2"], "unknown key 'colour'"),
     (["--grid", "top-k=0"], "top_k must be an integer >= 1"),
     (["--pairs", "1"], "the honest split needs at least 2 pairs"),
+    (["-s", "iid:temperature=0.8"], "already sets temperature, which the temperature family varies"),
+    (["--family", "hybrid", "--grid", "temperature=0.5,1"], "a grid is given for temperature, which is not searched"),
 ])
 def test_cli_bad_input_is_one_line(tmp_path, args, message):
     out = tmp_path / "design.csv"
@@ -126,3 +128,41 @@ def test_cli_writes_rows_and_best(tmp_path):
     assert best.exit_code == 0
     rows = best.stdout.strip().splitlines()
     assert len(rows) == 1 + 3 + 4 and all(",True," in r for r in rows[4:])
+
+
+def test_a_base_sampler_with_parameters_keeps_them(pairs):
+    """``-s wor:top_k=50`` searches temperatures within the top 50 (found by review: the spec
+    was glued into ``wor:top_k=50:temperature=...`` and every row failed)."""
+    df = design_search(pairs, 2, families=["temperature", "hybrid"], grid={"temperature": (0.8,)},
+                       samplers=["wor:top_k=50"], rng=0)
+    specs = set(df.sampler)
+    assert "wor:top_k=50,temperature=0.8" in specs and "hybrid:m=1,top_k=50" not in specs
+    row = df[df.sampler == "wor:top_k=50,temperature=0.8"].iloc[0]
+    want = np.mean([optimal_acceptance(p, q, 2, sampler="wor:top_k=50,temperature=0.8")
+                    for p, q in zip(pairs.target, pairs.draft)])
+    assert row.alpha_star == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('drafts = ["a"]', "number of drafts must be an integer, got 'a'"),
+    ("drafts = [2.7]", "number of drafts must be an integer, got 2.7"),
+    ('temperatures = ["x"]', "temperature must be a number, got 'x'"),
+    ("split_seed = -1", "the split seed must be an integer >= 0"),
+])
+def test_cli_config_values_are_checked_not_converted(tmp_path, line, message):
+    config = tmp_path / "design.toml"
+    config.write_text(f'{line}\nfamilies = ["hybrid"]\n[[datasets]]\nname = "z"\nsynthetic = "zipf"\n'
+                      'pairs = 4\nvocab = 8\n')
+    out = tmp_path / "design.csv"
+    result = runner.invoke(app, ["design", "--config", str(config), "-q", "-o", str(out)])
+    assert result.exit_code == 1
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_library_refuses_an_empty_grid_and_a_negative_seed(pairs):
+    with pytest.raises(InputError, match="the grid of temperature is empty"):
+        design_search(pairs, 2, families=["temperature"], grid={"temperature": []})
+    with pytest.raises(InputError, match="split seed must be an integer >= 0"):
+        design_search(pairs, 2, families=["hybrid"], rng=-1)

@@ -173,7 +173,8 @@ def _run_config(ctx, path: Path, *, progress, quiet):
     settings = {k: data.get(k, default) for k, default in (
         ("temperatures", [1.0]), ("drafts", [2]), ("families", list(FAMILIES)), ("samplers", ["wor"]),
         ("split_seed", 0), ("verify", False))}
-    temps, ns = [float(t) for t in settings["temperatures"]], [int(n) for n in settings["drafts"]]
+    # (checked by design_search: a string, a fraction or a bool is refused, not converted)
+    temps, ns = settings["temperatures"], settings["drafts"]
     frames = []
     with show_progress("design", len(specs) * len(temps) * len(ns), mode=progress, quiet=quiet) as advance:
         for spec in specs:
