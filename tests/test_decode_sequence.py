@@ -21,6 +21,7 @@ from mdsd_cli.models.synthetic import synthetic_models
 from .test_decode import (
     FAMILY_ALPHA,
     PROMPT,
+    V_SMALL,
     exact_two_token_law,
     g_test,
     greedy_decode,
@@ -141,6 +142,55 @@ def test_first_two_tokens_follow_the_target_law(verifier, sampler, name):
     counts = two_token_counts(target, draft, specs_for(verifier, sampler, name))
     pvalue = g_test(counts, exact_two_token_law(target, PROMPT))
     assert pvalue >= FAMILY_ALPHA / len(SEQ_COMBOS), pvalue
+
+
+def test_walk_stops_at_an_accepted_eos_inside_the_path():
+    """A chain EOS -> 0 drafted where target = draft: the walk accepts EOS and stops there (no IndexError)."""
+    from mdsd_cli.decode.drafting import DraftTree
+
+    q, eos = np.array([0.2, 0.3, 0.5]), 2
+    tree = DraftTree()
+    a = tree.add(0, eos)
+    tree.add(a, 0)
+    tree.q[0], tree.drafts[0], tree.n[0] = q, np.array([eos]), 1
+    tree.q[a], tree.drafts[a], tree.n[a] = q, np.array([0]), 1
+    for name in SEQUENCE_VERIFIERS:
+        for seed in range(5):
+            walk = SEQUENCE_VERIFIERS[name].walk(tree, np.log(np.tile(q, (3, 1))), 1.0, "iid",
+                                                 np.random.default_rng(seed), eos_token_id=eos)
+            assert walk.tokens == [eos] and walk.accepted == 1 and walk.leaf is None
+            assert [(v.node, v.output, v.accepted) for v in walk.visits] == [(0, eos, True)]
+
+
+def exact_two_token_law_with_eos(target, prompt, eos):
+    """The target's law of the first two tokens, generation stopping at ``eos`` (row ``eos``: all its mass at
+    ``(eos, eos)``, which stands for the one-token output ``[eos]``)."""
+    law = exact_two_token_law(target, prompt)
+    law[eos] = 0.0
+    law[eos, eos] = exact_two_token_law(target, prompt)[eos].sum()
+    return law
+
+
+EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1")]
+
+
+@pytest.mark.parametrize("verifier,sampler,name", EOS_COMBOS)
+def test_generation_with_eos_follows_the_target_law_cut_at_eos(verifier, sampler, name):
+    """EOS a likely token, often drafted mid-path: generation ends right after it and the first two tokens
+    follow the target's law truncated at EOS (G-test)."""
+    target, draft = small_pair()
+    eos = int(np.argmax(target.logits([list(PROMPT)])[0]))
+    target.eos_token_id = eos
+    prompts = [Prompt(i, PROMPT) for i in range(800)]
+    run = run_decode(target, draft, prompts, specs_for(verifier, sampler, name), max_new_tokens=6, seed=1,
+                     node_metrics=False)
+    counts = np.zeros((V_SMALL, V_SMALL))
+    for r in run.runs:
+        assert eos not in r.generated[:-1] and (r.generated[-1] == eos or len(r.generated) == 6)
+        counts[r.generated[0], r.generated[1] if r.generated[0] != eos else eos] += 1
+    assert counts[eos, eos] > 100  # EOS is often the first token: the early stop is exercised
+    pvalue = g_test(counts, exact_two_token_law_with_eos(target, PROMPT, eos))
+    assert pvalue >= FAMILY_ALPHA / len(EOS_COMBOS), pvalue
 
 
 def test_plan_refuses_what_the_sequence_verifiers_cannot_do():
