@@ -378,6 +378,24 @@ def test_generation_ends_at_max_new_tokens_and_at_eos():
     assert any(len(r.generated) < 200 for r in run.runs)
 
 
+def test_a_draft_with_a_shorter_context_than_the_target_is_checked_too():
+    """The draft reads the same contexts as the target: the shorter context of the two is checked, with the
+    same one-line error (a GPT-2 draft of 24 positions beside a target of 64 gave a 108-line traceback)."""
+    target, draft = synthetic_models(20, seed=2)
+    target.max_context, draft.max_context = 64, 24
+    specs, _ = plan_decode(["1x3"], ["rrs"], vocab_size=20, baselines=False)
+    prompts = [Prompt(0, (1, 2, 3))]
+    with pytest.raises(InputError, match=r"prompt 0 \(3 tokens\) \+ 30 new tokens \+ a tree of depth 3 exceed "
+                                         r"the draft model's context of 24 tokens"):
+        run_decode(target, draft, prompts, specs, max_new_tokens=30)
+    with pytest.raises(InputError, match="longer than the draft model's context of 24 tokens"):
+        run_decode(target, draft, [Prompt(0, tuple(range(20)) + (1,) * 5)], specs, max_new_tokens=1)
+    assert len(run_decode(target, draft, prompts, specs, max_new_tokens=17).runs[0].generated) == 17  # 3+17+4 = 24
+    target.max_context, draft.max_context = 24, 64
+    with pytest.raises(InputError, match="exceed the model's context of 24 tokens"):
+        run_decode(target, draft, prompts, specs, max_new_tokens=30)
+
+
 def test_ratio_interval_against_a_direct_computation():
     tokens, steps = np.array([30.0, 50, 41, 20]), np.array([12.0, 20, 15, 10])
     tau, lo, hi = ratio_interval(tokens, steps)

@@ -21,6 +21,7 @@ from mdsd_cli.models.synthetic import synthetic_models
 from .test_decode import (
     FAMILY_ALPHA,
     PROMPT,
+    V_SMALL,
     exact_two_token_law,
     g_test,
     greedy_decode,
@@ -141,6 +142,55 @@ def test_first_two_tokens_follow_the_target_law(verifier, sampler, name):
     counts = two_token_counts(target, draft, specs_for(verifier, sampler, name))
     pvalue = g_test(counts, exact_two_token_law(target, PROMPT))
     assert pvalue >= FAMILY_ALPHA / len(SEQ_COMBOS), pvalue
+
+
+def test_walk_stops_at_an_accepted_eos_inside_the_path():
+    """A chain EOS -> 0 drafted where target = draft: the walk accepts EOS and stops there (no IndexError)."""
+    from mdsd_cli.decode.drafting import DraftTree
+
+    q, eos = np.array([0.2, 0.3, 0.5]), 2
+    tree = DraftTree()
+    a = tree.add(0, eos)
+    tree.add(a, 0)
+    tree.q[0], tree.drafts[0], tree.n[0] = q, np.array([eos]), 1
+    tree.q[a], tree.drafts[a], tree.n[a] = q, np.array([0]), 1
+    for name in SEQUENCE_VERIFIERS:
+        for seed in range(5):
+            walk = SEQUENCE_VERIFIERS[name].walk(tree, np.log(np.tile(q, (3, 1))), 1.0, "iid",
+                                                 np.random.default_rng(seed), eos_token_id=eos)
+            assert walk.tokens == [eos] and walk.accepted == 1 and walk.leaf is None
+            assert [(v.node, v.output, v.accepted) for v in walk.visits] == [(0, eos, True)]
+
+
+def exact_two_token_law_with_eos(target, prompt, eos):
+    """The target's law of the first two tokens, generation stopping at ``eos`` (row ``eos``: all its mass at
+    ``(eos, eos)``, which stands for the one-token output ``[eos]``)."""
+    law = exact_two_token_law(target, prompt)
+    law[eos] = 0.0
+    law[eos, eos] = exact_two_token_law(target, prompt)[eos].sum()
+    return law
+
+
+EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1")]
+
+
+@pytest.mark.parametrize("verifier,sampler,name", EOS_COMBOS)
+def test_generation_with_eos_follows_the_target_law_cut_at_eos(verifier, sampler, name):
+    """EOS a likely token, often drafted mid-path: generation ends right after it and the first two tokens
+    follow the target's law truncated at EOS (G-test)."""
+    target, draft = small_pair()
+    eos = int(np.argmax(target.logits([list(PROMPT)])[0]))
+    target.eos_token_id = eos
+    prompts = [Prompt(i, PROMPT) for i in range(800)]
+    run = run_decode(target, draft, prompts, specs_for(verifier, sampler, name), max_new_tokens=6, seed=1,
+                     node_metrics=False)
+    counts = np.zeros((V_SMALL, V_SMALL))
+    for r in run.runs:
+        assert eos not in r.generated[:-1] and (r.generated[-1] == eos or len(r.generated) == 6)
+        counts[r.generated[0], r.generated[1] if r.generated[0] != eos else eos] += 1
+    assert counts[eos, eos] > 100  # EOS is often the first token: the early stop is exercised
+    pvalue = g_test(counts, exact_two_token_law_with_eos(target, PROMPT, eos))
+    assert pvalue >= FAMILY_ALPHA / len(EOS_COMBOS), pvalue
 
 
 def test_plan_refuses_what_the_sequence_verifiers_cannot_do():
@@ -304,3 +354,78 @@ def test_cli_sequence_bound_columns_and_bad_input():
     assert bad.exit_code == 1 and bad.stdout == "" and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("Error: ") and len(bad.stderr.strip().splitlines()) == 1
     assert "block verifies one chain" in bad.stderr
+
+
+class HashedModel:
+    """Context-hashed random logits (the review's peaked V = 3 laws: p(z) down to 5e-11)."""
+
+    def __init__(self, V, seed, scale=3.0):
+        from mdsd_cli.models.base import NextTokenModel
+
+        self.model = type("Hashed", (NextTokenModel,), {"vocab_size": V, "logits": self.logits})()
+        self.V, self.seed, self.scale = V, seed, scale
+
+    def logits(self, contexts):
+        import hashlib
+
+        rows = []
+        for ctx in contexts:
+            h = int(hashlib.md5(repr((self.seed, tuple(int(c) for c in ctx))).encode()).hexdigest()[:8], 16)
+            rows.append(np.random.default_rng(h).normal(size=self.V) * self.scale)
+        return np.stack(rows)
+
+
+@pytest.mark.parametrize("seed", [5, 21, 23])
+def test_lossless_lp_is_block_verification_on_the_reviews_badly_scaled_chains(seed):
+    """With HiGHS at 1e-10 tolerances the lossless LP ended 2e-5 below block verification's exact value
+    (seed 23), 4e-6 below (21) or raised (5). The certified value is within 1e-9 of the optimum."""
+    from mdsd_cli.decode.bounds import step_bound
+
+    target, draft = HashedModel(3, 700 + seed).model, HashedModel(3, 800 + seed).model
+    _, block, _ = step_law("block", "1x2", "iid", target, draft, (0,), 1.0)
+    total, exact, coupling, lossless = step_bound(target, draft, [0], parse_tree("1x2"), "iid", 1.0)
+    assert lossless >= block - 1e-9 and lossless == pytest.approx(block, abs=1e-7)
+    assert exact and total >= coupling - 1e-9 >= lossless - 2e-9
+
+
+def test_an_unverified_lp_answer_is_refused(monkeypatch):
+    """HiGHS at 1e-10 tolerances claims optimality 2e-5 below the optimum (seed 23): the duality-gap check
+    refuses it rather than report it."""
+    from mdsd_cli.bounds import lp
+    from mdsd_cli.bounds.sequence import aggregate, lossless_lp, prefix_sets
+    from mdsd_cli.errors import SolverError
+
+    target, draft = HashedModel(3, 723).model, HashedModel(3, 823).model
+    P, Q = ConditionalLaws(target, [0], 1.0), ConditionalLaws(draft, [0], 1.0)
+    sets, probs = aggregate([(prefix_sets(tree_paths(t), 2), pr) for t, pr in tree_law(parse_tree("1x2"), "iid", Q)])
+    monkeypatch.setattr(lp, "CERTIFIED_SOLVERS", (("highs", lp.LP_OPTIONS["highs"]),))
+    with pytest.raises(SolverError, match="could be verified to 1e-09"):
+        lossless_lp(sets, probs, sequence_law(P, 3, 3))
+
+
+def test_lp_bounds_left_empty_with_a_warning_when_they_cannot_run(monkeypatch):
+    """Too large (the gate and the LP count the same entries) or no verified solution: the LP columns are
+    NaN, the closed forms still give sum α*_d, one message per configuration; the decode goes on."""
+    from mdsd_cli.decode import bounds as db
+    from mdsd_cli.errors import SolverError
+
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    specs, _ = plan_decode(["1x2"], ["block"], vocab_size=4, baselines=False)
+    run = run_decode(target, draft, [Prompt(i, (i % 4, 1)) for i in range(3)], specs, max_new_tokens=4, seed=2)
+    full = db.run_bounds(run, target, draft)[0]
+    assert not np.isnan(full).any()
+    monkeypatch.setattr(db, "MAX_SEQUENCE_LP_VARIABLES", 10)
+    messages: list = []
+    small = db.run_bounds(run, target, draft, notify=messages.append)[0]
+    assert np.isnan(small[:, 2:]).all() and np.allclose(small[:, 0], full[:, 0], atol=1e-7)
+    assert len(messages) == 1 and "LP bounds left empty for tree 1x2 at V=4: the per-depth LP needs" in messages[0]
+    monkeypatch.undo()
+
+    def fail(*args, **kwargs):
+        raise SolverError("lossless LP: no solver's answer could be verified to 1e-09")
+
+    monkeypatch.setattr(db, "lossless_lp", fail)
+    messages.clear()
+    failed = db.run_bounds(run, target, draft, notify=messages.append)[0]
+    assert np.isnan(failed[:, 2:]).all() and np.allclose(failed[:, 0], full[:, 0], atol=1e-7)
+    assert len(messages) == 1 and "could be verified" in messages[0]

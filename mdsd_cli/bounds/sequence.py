@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import SizeLimitError
 from ..samplers import get_sampler
 from .chain import chain_solve
-from .lp import _solve
+from .lp import certified_max
 
 #: Most LP variables :func:`coupling_lp` and :func:`lossless_lp` build.
 MAX_SEQUENCE_LP_VARIABLES = 2_000_000
@@ -124,13 +124,47 @@ def uniform_tree_alpha_star_2(p_2: np.ndarray, q_1: np.ndarray, q_2: np.ndarray,
 
 def _check_size(count: int, what: str) -> None:
     if count > MAX_SEQUENCE_LP_VARIABLES:
-        raise SizeLimitError(f"the {what} needs {count:,} variables (limit {MAX_SEQUENCE_LP_VARIABLES:,}); "
-                             "use a smaller vocabulary, tree or depth")
+        raise SizeLimitError(f"the {what} needs {count:,} variables and constraint entries (limit "
+                             f"{MAX_SEQUENCE_LP_VARIABLES:,}); use a smaller vocabulary, tree or depth")
+
+
+def _columns(sets: list, p_seq: np.ndarray) -> list[tuple[int, int, int]]:
+    """The lossless LP's variables ``(class, l, flat index of w in V^(l+1))`` with ``p(w) > 0``."""
+    D = p_seq.ndim - 1
+    V = p_seq.shape[0]
+    marg = _marginals(p_seq)
+    cols: list[tuple[int, int, int]] = []
+    for i, s in enumerate(sets):
+        prefixes = [[()]] + [sorted(level) for level in s]
+        for k in range(D + 1):
+            for pre in prefixes[k]:
+                base = _flat(pre, V) * V
+                for y in range(V):
+                    if marg[k + 1][base + y] > 0:
+                        cols.append((i, k, base + y))
+    return cols
+
+
+def _marginals(p_seq: np.ndarray) -> list[np.ndarray]:
+    """``marg[k]``: the law of the first ``k`` tokens, flat (``marg[0] = [1]``)."""
+    D = p_seq.ndim - 1
+    return [p_seq.sum(axis=tuple(range(k, D + 1))).ravel() if k <= D else p_seq.ravel() for k in range(D + 2)]
+
+
+def lp_sizes(sets: list, p_seq: np.ndarray) -> dict[str, int]:
+    """Variables and constraint entries each LP builds (``per-depth LP``, ``coupling LP``, ``lossless LP``), as
+    checked against :data:`MAX_SEQUENCE_LP_VARIABLES` before building them."""
+    D = p_seq.ndim - 1
+    V = p_seq.shape[0]
+    per_depth = max((sum(len(level) for level in {s[d]: 0 for s in sets}) for d in range(D)), default=0)
+    lossless = sum(V ** (D - k) for _, k, _ in _columns(sets, p_seq))
+    return {"per-depth LP": per_depth, "coupling LP": len(sets) * V ** D, "lossless LP": lossless}
 
 
 def per_depth_lp(sets: list, probs: np.ndarray, p_d: np.ndarray, d: int) -> float:
-    """α*_d exactly, by the transport LP between ``T_d`` (over the enumerated trees) and ``Y_{1:d}``."""
-    import cvxpy as cp
+    """α*_d by the transport LP between ``T_d`` (over the enumerated trees) and ``Y_{1:d}``, to 1e-9
+    (verified by a duality gap, :func:`~.lp.certified_max`)."""
+    import scipy.sparse as sp
 
     V = p_d.shape[0]
     law: dict = {}
@@ -143,36 +177,32 @@ def per_depth_lp(sets: list, probs: np.ndarray, p_d: np.ndarray, d: int) -> floa
             rows.append(i)
             cols.append(_flat(seq, V))
     _check_size(len(rows), "per-depth LP")
-    import scipy.sparse as sp
-
-    x = cp.Variable(len(rows), nonneg=True)
     A = sp.csr_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))), shape=(len(levels), len(rows)))
     B = sp.csr_matrix((np.ones(len(rows)), (cols, np.arange(len(rows)))), shape=(V ** d, len(rows)))
-    problem = cp.Problem(cp.Maximize(cp.sum(x)), [A @ x <= np.array([law[k] for k in levels]), B @ x <= p_d.ravel()])
-    _solve(problem, "highs", "per-depth LP")
-    return float(problem.value)
+    return certified_max(np.ones(len(rows)), A_ub=sp.vstack([A, B]),
+                         b_ub=np.r_[[law[k] for k in levels], p_d.ravel()], what="per-depth LP").value
 
 
 def coupling_lp(sets: list, probs: np.ndarray, p_seq: np.ndarray) -> float:
-    """``max E[max{d : Y_{1:d} in T_d}]`` over couplings of the tree and ``Y_{1:D}`` (``p_seq``: ``[V] * D``)."""
-    import cvxpy as cp
+    """``max E[max{d : Y_{1:d} in T_d}]`` over couplings of the tree and ``Y_{1:D}`` (``p_seq``: ``[V] * D``),
+    to 1e-9 (verified by a duality gap)."""
+    import scipy.sparse as sp
 
     D = p_seq.ndim
     V = p_seq.shape[0]
     ys = list(itertools.product(range(V), repeat=D))
     _check_size(len(sets) * len(ys), "coupling LP")
     reward = np.array([[accepted_length(s, y) for y in ys] for s in sets], dtype=float)
-    x = cp.Variable((len(sets), len(ys)), nonneg=True)
-    # <= instead of ==: the same optimum (rewards are >= 0, so a partial coupling extends without loss),
-    # and no infeasibility from the two marginals' rounding
-    problem = cp.Problem(cp.Maximize(cp.sum(cp.multiply(reward, x))),
-                         [cp.sum(x, axis=1) <= probs, cp.sum(x, axis=0) <= p_seq.ravel()])
-    _solve(problem, "highs", "coupling LP")
-    return float(problem.value)
+    # x[i, j] flat as i * len(ys) + j; <= instead of ==: the same optimum (rewards are >= 0, so a partial
+    # coupling extends without loss), and no infeasibility from the two marginals' rounding
+    rows = sp.kron(sp.identity(len(sets)), np.ones((1, len(ys))), format="csr")
+    columns = sp.kron(np.ones((1, len(sets))), sp.identity(len(ys)), format="csr")
+    return certified_max(reward.ravel(), A_ub=sp.vstack([rows, columns]), b_ub=np.r_[probs, p_seq.ravel()],
+                         what="coupling LP").value
 
 
 def lossless_lp(sets: list, probs: np.ndarray, p_seq: np.ndarray) -> float:
-    """The most drafts any lossless verifier accepts per step, on average: exact, by an LP.
+    """The most drafts any lossless verifier accepts per step, on average: by an LP, to 1e-9.
 
     Variables ``r(S, l, w)``: given tree class ``S``, accept ``l`` drafts and emit
     the ``l + 1`` tokens ``w`` (``w_{1:l}`` in ``T_l``). Constraints: the mass of
@@ -180,24 +210,16 @@ def lossless_lp(sets: list, probs: np.ndarray, p_seq: np.ndarray) -> float:
     ``sum_l sum_S r(S, l, z_{1:l+1}) p(z_{l+2:} | z_{1:l+1}) = p(z)`` (the output,
     continued by the target, is the target's law). Objective: ``E[l]``.
     ``p_seq`` is the target's law of the next ``D + 1`` tokens, ``[V] * (D + 1)``.
+    The value is verified by a duality gap (:func:`~.lp.certified_max`); a
+    solver's unverified answer raises :class:`~mdsd_cli.errors.SolverError`.
     """
-    import cvxpy as cp
     import scipy.sparse as sp
 
     D = p_seq.ndim - 1
     V = p_seq.shape[0]
     probs = np.asarray(probs, dtype=float) * (p_seq.sum() / np.sum(probs))  # equal totals to the last bit
-    marg = [p_seq.sum(axis=tuple(range(k, D + 1))).ravel() if k <= D else p_seq.ravel() for k in range(D + 2)]
-    # marg[k]: law of the first k tokens, flat (marg[0] = [1])
-    cols: list[tuple[int, int, int]] = []  # (class, l, flat index of w in V^(l+1))
-    for i, s in enumerate(sets):
-        prefixes = [[()]] + [sorted(level) for level in s]
-        for k in range(D + 1):
-            for pre in prefixes[k]:
-                base = _flat(pre, V) * V
-                for y in range(V):
-                    if marg[k + 1][base + y] > 0:
-                        cols.append((i, k, base + y))
+    marg = _marginals(p_seq)
+    cols = _columns(sets, p_seq)
     nz = sum(V ** (D - k) for _, k, _ in cols)
     _check_size(nz, "lossless LP")
     # scaled variables s = r / p(w): the lossless rows become sum_{l, S} s(S, l, z_{1:l+1}) = 1 (a 0-1 matrix,
@@ -214,12 +236,10 @@ def lossless_lp(sets: list, probs: np.ndarray, p_seq: np.ndarray) -> float:
     cls = np.array([c[0] for c in cols])
     M = sp.csr_matrix((weight, (cls, np.arange(len(cols)))), shape=(len(sets), len(cols)))
     length = np.array([c[1] for c in cols], dtype=float)
-    r = cp.Variable(len(cols), nonneg=True)
     live = Z > 0
-    problem = cp.Problem(cp.Maximize((length * weight) @ r), [M @ r == probs, A[live] @ r == 1.0])
-    _solve(problem, "highs", "lossless LP")
-    return float(problem.value)
+    return certified_max(length * weight, A_eq=sp.vstack([M, A[live]]), b_eq=np.r_[probs, np.ones(int(live.sum()))],
+                         what="lossless LP").value
 
 
-__all__ = ["MAX_SEQUENCE_LP_VARIABLES", "accepted_length", "aggregate", "coupling_lp", "lossless_lp", "per_depth_lp",
-           "prefix_sets", "sequence_alpha_star", "uniform_tree_alpha_star_2"]
+__all__ = ["MAX_SEQUENCE_LP_VARIABLES", "accepted_length", "aggregate", "coupling_lp", "lossless_lp", "lp_sizes",
+           "per_depth_lp", "prefix_sets", "sequence_alpha_star", "uniform_tree_alpha_star_2"]

@@ -286,7 +286,7 @@ def decode(
         from ..decode.bounds import run_bounds
 
         with show_progress("bounds", len(run.runs), mode=progress, quiet=quiet) as advance:
-            bounds = run_bounds(run, pair.target, pair.draft, progress=advance)
+            bounds = run_bounds(run, pair.target, pair.draft, progress=advance, notify=warn)
     summary = summarize(run, draft_cost=settings["draft_cost"], node_cost=settings["node_cost"],
                         timing=not no_timing, bounds=bounds)
     dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise", *HF_DEFAULTS,

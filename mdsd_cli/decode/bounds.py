@@ -23,14 +23,17 @@ import numpy as np
 
 from ..bounds.chain import chain_solve
 from ..bounds.sequence import (
+    MAX_SEQUENCE_LP_VARIABLES,
     aggregate,
     coupling_lp,
     lossless_lp,
+    lp_sizes,
     per_depth_lp,
     prefix_sets,
     sequence_alpha_star,
     uniform_tree_alpha_star_2,
 )
+from ..errors import SizeLimitError, SolverError
 from .exact import ConditionalLaws, sequence_law, tree_law, tree_paths
 from .trees import TreeShape
 
@@ -67,11 +70,14 @@ def _count_trees(shape: TreeShape, V: int, limit: int) -> bool:
 
 
 def step_bound(target, draft, context, shape: TreeShape, sampler: str, temperature: float, *,
-               lp: bool = True, laws: dict | None = None) -> tuple[float, bool, float, float]:
+               lp: bool = True, laws: dict | None = None, notify=None) -> tuple[float, bool, float, float]:
     """``(sum_alpha_star, exact, coupling_lp, lossless_lp)`` at one root context (NaN where not computed).
 
     ``laws`` (a dict) keeps the models' conditional laws between calls at the same context and temperature.
+    Where the LPs are attempted but cannot run (too large, or no solver's answer verified to 1e-9) their
+    values are NaN, ``sum_alpha_star`` comes from the closed forms, and ``notify(message)`` is told why.
     """
+    notify = notify or (lambda message: None)
     V = target.vocab_size
     D = shape.depth
     key = (tuple(context), float(temperature))
@@ -88,10 +94,21 @@ def step_bound(target, draft, context, shape: TreeShape, sampler: str, temperatu
         trees = tree_law(shape, sampler, Q, max_trees=MAX_LP_TREES)
         sets, probs = aggregate([(prefix_sets(tree_paths(t), D), pr) for t, pr in trees])
         p_seq = sequence_law(P, V, D + 1)
-        alphas = [per_depth_lp(sets, probs, p_seq.sum(axis=tuple(range(d, D + 1))), d) for d in range(1, D + 1)]
-        coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
-        lossless = lossless_lp(sets, probs, p_seq)
-        return float(sum(alphas)), True, coupling, lossless
+        too_big = {what: size for what, size in lp_sizes(sets, p_seq).items() if size > MAX_SEQUENCE_LP_VARIABLES}
+        if too_big:
+            what, size = next(iter(too_big.items()))
+            notify(f"LP bounds left empty for tree {shape.label} at V={V:,}: the {what} needs {size:,} variables "
+                   f"and constraint entries (limit {MAX_SEQUENCE_LP_VARIABLES:,})")
+        else:
+            try:
+                alphas = [per_depth_lp(sets, probs, p_seq.sum(axis=tuple(range(d, D + 1))), d)
+                          for d in range(1, D + 1)]
+                coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
+                lossless = lossless_lp(sets, probs, p_seq)
+                return float(sum(alphas)), True, coupling, lossless
+            except (SolverError, SizeLimitError) as exc:
+                notify(f"LP bounds left empty for tree {shape.label} at V={V:,}: {exc}")
+                coupling = lossless = math.nan
     widths = _uniform_widths(shape)
     chain = widths is not None and set(widths) == {1} and sampler in ("iid", "wor")  # T_d: one draw of q_{1:d}
     paths = shape.kind == "paths" and sampler == "iid"
@@ -115,15 +132,25 @@ def step_bound(target, draft, context, shape: TreeShape, sampler: str, temperatu
     return float(sum(alphas)), exact, coupling, lossless
 
 
-def run_bounds(run, target, draft, *, lp: bool = True, progress=None) -> dict[int, np.ndarray]:
+def run_bounds(run, target, draft, *, lp: bool = True, progress=None, notify=None) -> dict[int, np.ndarray]:
     """Per step of every tree configuration of ``run``: ``[steps, 4]`` rows of :data:`BOUND_COLUMNS`.
 
     Steps are in the order of ``run.runs`` (prompts in order, steps in order).
     Results are cached by (root context, configuration), so repeated prompts
-    cost one computation.
+    cost one computation. ``notify(message)`` hears once per configuration
+    why its LP columns are left empty (see :func:`step_bound`).
     """
     cache: dict = {}
     laws: dict = {}
+    told: set = set()
+
+    def once(spec):
+        def tell(message):
+            if spec not in told and notify is not None:
+                told.add(spec)
+                notify(f"{message}; configuration {run.specs[spec].label}")
+        return tell
+
     out: dict[int, list] = {}
     advance = progress or (lambda k=1: None)
     for r in run.runs:
@@ -137,7 +164,7 @@ def run_bounds(run, target, draft, *, lp: bool = True, progress=None) -> dict[in
             key = (context, spec.tree.label, spec.sampler, spec.temperature)
             if key not in cache:
                 cache[key] = step_bound(target, draft, context, spec.tree, spec.sampler, spec.temperature, lp=lp,
-                                        laws=laws)
+                                        laws=laws, notify=once(r.spec))
             rows.append(cache[key])
         advance(1)
     return {k: np.array(v, dtype=float).reshape(-1, len(BOUND_COLUMNS)) for k, v in out.items()}

@@ -325,27 +325,35 @@ def _unit(si: int, pi: int) -> PromptRun:
     return PromptRun(si, pi, ids, steps, visits)
 
 
-def check_prompts(prompts, target, *, max_new_tokens: int, depth: int) -> None:
-    """Refuse prompts with ids outside the vocabulary, repeated ids, or too long for the model's context."""
+def check_prompts(prompts, target, *, max_new_tokens: int, depth: int, draft=None) -> None:
+    """Refuse prompts with ids outside the vocabulary, repeated ids, or too long for the models' context.
+
+    The context checked is the shorter of the target's and the draft's ``max_context`` (None: unlimited);
+    the draft reads the same contexts as the target, up to one token fewer.
+    """
     if not prompts:
         raise InputError("no prompts to decode")
     ids = [p.id for p in prompts]
     if len(set(ids)) != len(ids):
         raise InputError("prompt ids repeat; every prompt needs its own id (it seeds its random stream)")
     V = target.vocab_size
+    context = target.max_context
+    model = "the model's"
+    draft_context = getattr(draft, "max_context", None)
+    if draft_context is not None and (context is None or draft_context < context):
+        context, model = draft_context, "the draft model's"
     for p in prompts:
         bad = [t for t in p.tokens if not 0 <= int(t) < V]
         if bad:
             raise InputError(f"prompt {p.id} has token {bad[0]} outside the vocabulary 0..{V - 1}")
-        context = target.max_context
         if context is None:
             continue
         if len(p.tokens) >= context:
-            raise InputError(f"prompt {p.id} has {len(p.tokens)} tokens, as long as or longer than the model's "
+            raise InputError(f"prompt {p.id} has {len(p.tokens)} tokens, as long as or longer than {model} "
                              f"context of {context} tokens; shorten it")
         if len(p.tokens) + max_new_tokens + depth + 1 > context:
             raise InputError(f"prompt {p.id} ({len(p.tokens)} tokens) + {max_new_tokens} new tokens + a tree of "
-                             f"depth {depth} exceed the model's context of {context} tokens; lower "
+                             f"depth {depth} exceed {model} context of {context} tokens; lower "
                              f"{option('--max-new-tokens', 'max_new_tokens')} or use a shallower tree")
 
 
@@ -367,7 +375,7 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
         raise InputError(f"the target's vocabulary ({target.vocab_size:,}) differs from the draft's "
                          f"({draft.vocab_size:,}); both models must share one vocabulary")
     depth = max((s.tree.depth for s in specs if not s.plain), default=0)
-    check_prompts(prompts, target, max_new_tokens=max_new_tokens, depth=depth)
+    check_prompts(prompts, target, max_new_tokens=max_new_tokens, depth=depth, draft=draft)
     if not (getattr(target, "fork_safe", True) and getattr(draft, "fork_safe", True)):
         jobs = 1  # a torch model is not copied into forked workers safely: one process (see the docs)
     advance = progress or (lambda k=1: None)

@@ -124,16 +124,20 @@ class SequenceVerifier:
         path.reverse()
         tokens = [tree.tokens[u] for u in path] + [int(bonus)]
         if eos_token_id is not None and eos_token_id in tokens:
+            # generation stops at EOS, as in walk_per_node: the step's tokens are cut after it (a function of
+            # the step's tokens, so their law stays the target's, truncated at EOS); nodes below are not visited
             tokens = tokens[: tokens.index(eos_token_id) + 1]
         accepted = min(len(path), len(tokens))
         seconds = time.perf_counter() - t0
         visits = []
-        for k, u in enumerate([0, *path[:accepted]]):
+        # visit k is the node whose child (or correction/bonus) token is tokens[k]; none past the last token
+        for k, u in enumerate([0, *path[: len(tokens) - 1]]):
             if not tree.children[u]:
                 break
             visits.append(Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], P[u], tree.q[u], tokens[k],
                                 k < accepted))
-        return WalkResult(tokens, accepted, visits, seconds, None if tree.children[node] else node)
+        leaf = node if not tree.children[node] and len(tokens) == len(path) + 1 else None
+        return WalkResult(tokens, accepted, visits, seconds, leaf)
 
 
 # --- block verification ------------------------------------------------------------------------
