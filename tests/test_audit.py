@@ -435,7 +435,8 @@ def test_a_function_that_exits_is_an_error_of_its_case_and_the_call_replays():
 
     cases = [make_case("three", [0.2, 0.5, 0.3], [0.3, 0.4, 0.3])]
     failed = audit_verifier(flaky, sampler="iid", n=2, cases=cases, budget=4_000, seed=0).errors[0]
-    seed, calls = (int(x.replace(",", "")) for x in failed.reason.split("replay: seed ")[1].rstrip(" calls)").split(", "))
+    seed, calls = (int(x.replace(",", "")) for x in re.search(r"replay: seed (\d+), ([\d,]+) calls\)$",
+                                                               failed.reason).groups())
     assert calls > 1
     replay(flaky, failed.case, (1, 1), seed=seed, calls=calls - 1)  # the calls before it pass
     with pytest.raises(RuntimeError, match="flaky"):
