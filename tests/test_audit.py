@@ -3,6 +3,7 @@ the test's identities hold exactly, the function's failures are reported per cas
 
 import io
 import math
+import re
 import subprocess
 import sys
 
@@ -143,7 +144,8 @@ def test_broken_verifiers_are_caught_with_the_case_and_tuple_named(fn, sampler, 
     caught = report.lossy[0]
     assert cases is None or caught.case.name in cases, [c.case.name for c in report.lossy]
     assert caught.pvalue <= report.level and caught.tv > 3 * caught.tv_noise
-    assert f"case {caught.index} {caught.case.name}: output law departs from p" in report.details()[0]
+    head = f"case {caught.index} {caught.case.name}: "
+    assert report.details()[0].startswith((head + "output law departs from p", head + "acceptance ")), report.details()
     worst = caught.evidence[0]
     assert shows(worst.drafts), worst
     assert worst.contribution > 0 and worst.calls > 0
@@ -164,6 +166,59 @@ def test_the_failing_tuple_replays_exactly():
         assert np.array_equal(counts, evidence.output_counts)
 
 
+def rrs_triple(p, q, drafts, rng):
+    """Broken: the residual is not updated after a draft that is the third copy of its token."""
+    target, copies = p, {}
+    for x in drafts:
+        copies[int(x)] = copies.get(int(x), 0) + 1
+        if rng.random() * q[x] < target[x]:
+            return int(x)
+        if copies[int(x)] < 3:
+            residual = np.maximum(target - q, 0.0)
+            target = residual / residual.sum()
+    return draw(target, rng)
+
+
+def rrs_triple_law(p, q, drafts):
+    out, target, reach, copies = np.zeros(p.size), p, 1.0, {}
+    for x in drafts.tolist():
+        copies[x] = copies.get(x, 0) + 1
+        accept = min(1.0, target[x] / q[x])
+        out[x] += reach * accept
+        reach *= 1.0 - accept
+        if copies[x] < 3:
+            residual = np.maximum(target - q, 0.0)
+            target = residual / residual.sum()
+    return out + reach * target
+
+
+def test_the_tuples_named_are_those_that_carry_the_failure_and_replay_it():
+    """rrs_triple loses only on (x, x, x); ranking by the distance of each tuple's law from p named (1, 2, 2),
+    (2, 1, 2), (1, 2, 3), the same tuples and scores a correct rrs gets. Measured against the lossless rrs, the
+    tuples named are the carriers, with their exact shares of 2 TV."""
+    case = [c for c in battery_cases(3) if c.name == "target-zeros"]
+    p, q = case[0].p, case[0].q
+    tuples, prob = get_sampler("iid").tuple_law(q, 3)
+    reference = as_callable("rrs", 3)
+    laws = np.array([rrs_triple_law(p, q, t) for t in tuples])
+    sign = np.sign(prob @ laws - p)
+    share = {tuple(t): prob[i] * (laws[i] - reference.output_law(p, q, t)) @ sign for i, t in enumerate(tuples.tolist())}
+    assert max(share, key=share.get) == (2, 2, 2)
+    assert sum(share.values()) == pytest.approx(np.abs(prob @ laws - p).sum(), abs=1e-12)  # = 2 TV, exactly
+    for seed in (0, 1):
+        caught = audit_verifier(rrs_triple, sampler="iid", n=3, cases=case, budget=100_000, seed=seed).lossy[0]
+        named = [e.drafts for e in caught.evidence]
+        assert named[0] == (2, 2, 2) and all(len(set(d)) == 1 and share[d] > 0 for d in named), caught.evidence
+        assert caught.evidence[0].total == pytest.approx(2 * caught.tv, rel=1e-9)  # what all the shares add up to
+        for e in caught.evidence:
+            assert e.contribution == pytest.approx(share[e.drafts], abs=4 * e.stratum_weight / math.sqrt(e.calls))
+            assert e.reference == "mdsd:rrs" and "(vs mdsd:rrs); replay: seed" in e.describe()
+        worst = caught.evidence[0]  # replayed longer, the tuple's output law is the broken one, not rrs's
+        counts = replay(rrs_triple, caught.case, worst.drafts, seed=worst.seed + 1, calls=4_000) / 4_000
+        assert np.abs(counts - worst.reference_law).sum() > 0.2
+        assert np.abs(counts - rrs_triple_law(p, q, np.array(worst.drafts))).sum() < 0.1
+
+
 # --- mdsd's own verifiers, as plain callables: no false alarm ---------------------------------------------------
 
 @pytest.mark.parametrize("name", list(VERIFIERS))
@@ -179,7 +234,7 @@ def test_every_mdsd_verifier_passes_across_seeds(name):
 def test_exact_laws_prove_mdsd_verifiers_lossless_and_disprove_a_broken_law():
     for name, sampler in (("kseq", "iid"), ("rrsw", "wor"), ("hub", "hub")):
         fn = as_callable(name, 2)
-        report = audit_verifier(fn, sampler=sampler, n=2, budget=2_400, seed=0, law=fn.output_law)
+        report = audit_verifier(fn, sampler=sampler, n=2, budget=4_800, seed=0, law=fn.output_law)
         assert report.passed
         exact = [c for c in report.cases if c.design != "sampled"]
         assert exact and all(c.exact_error <= 1e-12 and c.acceptance_se == 0.0 for c in exact)
@@ -196,7 +251,7 @@ def test_exact_laws_prove_mdsd_verifiers_lossless_and_disprove_a_broken_law():
         residual = np.maximum(p - q, 0.0)
         return out + reach * residual / residual.sum()
 
-    report = audit_verifier(independent_tests, sampler="iid", n=2, budget=2_400, seed=0, law=independent_law)
+    report = audit_verifier(independent_tests, sampler="iid", n=2, budget=4_800, seed=0, law=independent_law)
     assert all("exact output law differs" in c.reason for c in report.lossy)
     assert len(report.lossy) >= 6 and max(c.exact_error for c in report.lossy) > 0.1
     for c in report.lossy:  # the tuples named carry their exact law, largest share of 2 TV first
@@ -221,12 +276,20 @@ def test_exact_laws_prove_mdsd_verifiers_lossless_and_disprove_a_broken_law():
             target = residual / residual.sum()
         return out + reach * target
 
-    assert audit_verifier(rrs, sampler="iid", n=3, budget=1_200, law=rrs_law).passed
-    report = audit_verifier(rrs_skipping_repeats, sampler="iid", n=3, budget=1_200, law=skipping_law)
+    assert audit_verifier(rrs, sampler="iid", n=3, budget=4_800, law=rrs_law).passed
+    report = audit_verifier(rrs_skipping_repeats, sampler="iid", n=3, budget=4_800, law=skipping_law)
     caught = {c.case.name: c for c in report.lossy}
     assert set(caught) <= REPEATS_REJECTED and "repeated-drafts" in caught and "dirichlet-10" in caught
-    assert all(has_repeat(e.drafts) for c in caught.values() for e in c.evidence)
-    assert "(exact law)" in report.details()[1]
+    for c in caught.values():  # each named tuple's exact share of 2 TV, relative to the lossless rrs
+        tuples, prob = get_sampler("iid").tuple_law(c.case.q, 3)
+        laws = np.array([skipping_law(c.case.p, c.case.q, t) for t in tuples])
+        sign = np.sign(prob @ laws - c.case.p)
+        for e in c.evidence:
+            x = np.array(e.drafts)
+            share = np.prod(c.case.q[x]) * (skipping_law(c.case.p, c.case.q, x) - rrs_law(c.case.p, c.case.q, x)) @ sign
+            assert has_repeat(e.drafts) and share > 0 and e.contribution == pytest.approx(share, abs=1e-12)
+            assert e.reference == "mdsd:rrs" and np.allclose(e.reference_law, rrs_law(c.case.p, c.case.q, x))
+    assert "(vs mdsd:rrs) (exact law)" in report.details()[1]
 
 
 # --- the statistics --------------------------------------------------------------------------------------------
@@ -317,17 +380,74 @@ def test_exceptions_and_bad_outputs_are_reported_per_case_and_the_rest_is_audite
                           (lambda p, q, d, r: 7, "returned token 7, outside 0..1"),
                           (lambda p, q, d, r: (int(d[0]), 1), "with accepted index 1, but draft 1 of"),
                           (lambda p, q, d, r: (0, 1, 2), "of length 3")):
-        report = audit_verifier(bad, sampler="iid", n=2, cases=cases, budget=200, seed=0)
+        report = audit_verifier(bad, sampler="iid", n=2, cases=cases, budget=400, seed=0)
         assert report.errors and fragment in report.errors[0].reason, report.errors[0].reason
-    writes = audit_verifier(lambda p, q, d, r: p.__setitem__(0, 1.0), sampler="iid", n=2, cases=cases, budget=200)
+    writes = audit_verifier(lambda p, q, d, r: p.__setitem__(0, 1.0), sampler="iid", n=2, cases=cases, budget=400)
     assert "read-only" in writes.errors[0].reason
+
+
+def test_too_small_a_budget_is_refused_and_the_minimum_has_power():
+    """With 200 calls a case only learned where to look: a function always returning token 0 (TV 0.5) passed."""
+    const = [make_case("half", [0.5, 0.5], [0.5, 0.5])]
+    with pytest.raises(InputError, match="give at least 400$"):
+        audit_verifier(lambda p, q, d, r: 0, sampler="iid", n=2, cases=const, budget=399)
+    caught = audit_verifier(lambda p, q, d, r: 0, sampler="iid", n=2, cases=const, budget=400).cases[0]
+    assert caught.status == "lossy" and caught.pvalue <= 0.01
+
+
+def test_acceptance_above_alpha_star_proves_a_loss_and_never_alarms_for_a_lossless_function():
+    # rrs on greedy drafts: lossy, and it accepts far more often than any lossless verifier can
+    report = audit_verifier(rrs, sampler="greedy", n=2, budget=4_800, seed=0)
+    above = [c for c in report.lossy if c.reason.startswith("acceptance ")]
+    assert above and all(c.acceptance > c.alpha_star and "which no lossless verifier exceeds" in c.reason
+                         for c in above)
+    # the bound under the null: hits of rate exactly alpha* (the optimum a lossless verifier reaches)
+    from mdsd_cli.audit.betting import AcceptanceBoundTest
+
+    rng = np.random.default_rng(0)
+    pvalues = []
+    for _ in range(400):
+        alpha_star, ratio = rng.uniform(0.05, 0.95), rng.choice([0.5, 2.0], size=2_000)
+        test = AcceptanceBoundTest(alpha_star)
+        test.observe(ratio, (rng.random(2_000) < alpha_star / ratio).astype(float))  # E[ratio * hit] = alpha*
+        pvalues.append(test.pvalue)
+    pvalues = np.array(pvalues)
+    assert all((pvalues <= a).mean() <= a for a in (0.05, 0.2, 0.5))
+    test = AcceptanceBoundTest(0.5)
+    test.observe(np.ones(400), (rng.random(400) < 0.6).astype(float))
+    assert test.pvalue < 1e-3  # and it has power: acceptance 0.6 against alpha* = 0.5
+
+
+def test_a_function_that_exits_is_an_error_of_its_case_and_the_call_replays():
+    def exits(p, q, drafts, rng):
+        if p.size == 4:
+            sys.exit(0)
+        return rrs(p, q, drafts, rng)
+
+    report = audit_verifier(exits, sampler="iid", n=2, budget=12_000, seed=0)
+    assert {c.case.name for c in report.errors} == {"one-hot-target", "one-hot-draft", "float-floor"}
+    assert all(c.reason.startswith("the function raised SystemExit: 0 on drafts (") for c in report.errors)
+
+    def flaky(p, q, drafts, rng):  # fails at random, on one tuple only
+        if tuple(drafts) == (1, 1) and rng.random() < 0.05:
+            raise RuntimeError("flaky")
+        return rrs(p, q, drafts, rng)
+
+    cases = [make_case("three", [0.2, 0.5, 0.3], [0.3, 0.4, 0.3])]
+    failed = audit_verifier(flaky, sampler="iid", n=2, cases=cases, budget=4_000, seed=0).errors[0]
+    seed, calls = (int(x.replace(",", "")) for x in re.search(r"replay: seed (\d+), ([\d,]+) calls\)$",
+                                                               failed.reason).groups())
+    assert calls > 1
+    replay(flaky, failed.case, (1, 1), seed=seed, calls=calls - 1)  # the calls before it pass
+    with pytest.raises(RuntimeError, match="flaky"):
+        replay(flaky, failed.case, (1, 1), seed=seed, calls=calls)
 
 
 def test_library_input_errors():
     for kwargs, fragment in (({"n": 0}, "number of drafts must be >= 1"),
                              ({"n": 3, "sampler": "hub"}, "n = 2 only"),
                              ({"n": 2, "alpha": 1.5}, "alpha must lie strictly between 0 and 1"),
-                             ({"n": 2, "budget": 500}, "give at least 1,200"),
+                             ({"n": 2, "budget": 4_799}, "give at least 4,800"),
                              ({"n": 2, "cases": "every"}, "unknown cases 'every'"),
                              ({"n": 2, "dtype": "float16"}, "unknown dtype 'float16'")):
         with pytest.raises(InputError, match=fragment):
@@ -369,7 +489,12 @@ def test_loading_names_what_is_wrong(tmp_path):
                                           np.random.default_rng(0))[0] in (0, 1)
     (tmp_path / "syntax.py").write_text("def verify(p, q, drafts, rng)\n    return 0\n")
     (tmp_path / "raises.py").write_text("import numpy\nraise RuntimeError('needs a GPU')\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "parses.py").write_text("import argparse\nargparse.ArgumentParser().parse_args(['--nope'])\n")
     for spec, fragment in ((f"{tmp_path / 'missing.py'}:verify", "missing.py not found"),
+                           (f"{tmp_path / 'exits.py'}:verify", "exits.py raised SystemExit: 0 (it exits when "
+                            "imported: put the code that runs it under if __name__ == '__main__')"),
+                           (f"{tmp_path / 'parses.py'}:verify", "parses.py raised SystemExit: 2"),
                            (f"{good}:verfy", "has no 'verfy'; the functions it defines: verify"),
                            (f"{good}:VALUE", "is a int, not a function"),
                            (f"{tmp_path / 'syntax.py'}:verify", "syntax.py, line 1: SyntaxError:"),
@@ -378,7 +503,7 @@ def test_loading_names_what_is_wrong(tmp_path):
                            ("mdsd_cli.audit.examples:nothing", "module mdsd_cli.audit.examples has no 'nothing'"),
                            ("verify", "cannot tell the function from 'verify'"),
                            ("mdsd:rrs", "need the number of drafts")):
-        with pytest.raises(CallableError, match=fragment.replace("(", r"\(")):
+        with pytest.raises(CallableError, match=re.escape(fragment)):
             load_callable(spec)
     with pytest.raises(InputError, match="unknown verifier 'rss'"):
         load_callable("mdsd:rss", n=2)
@@ -430,7 +555,8 @@ def test_cli_exact_law_and_pair_files(tmp_path):
     (["nope.py:verify", "-n", "2"], 1, "Error: file nope.py not found"),
     (["mdsd:rrs", "-n", "2", "-s", "wor"], 1, "Error: mdsd's rrs is lossless for iid drafts only, not 'wor'; "
      "audit it with --sampler iid"),
-    (["mdsd:rrs", "-n", "2", "--budget", "100"], 1, "give at least 1,200"),
+    (["mdsd:rrs", "-n", "2", "--budget", "4799"], 1, "399 per case for 12 cases, too few for the test to detect "
+     "anything (its first 200 calls only learn where to look); give at least 4,800"),
     (["mdsd:rrs", "-n", "2", "--cases", "nothing.npz"], 1, "data file nothing.npz not found"),
     (["mdsd:rrs", "-n", "2", "--alpha", "0"], 1, "--alpha must lie strictly between 0 and 1"),
     (["mdsd:rrs", "-n", "2", "-s", "wro"], 2, "did you mean 'wor'?"),
@@ -446,11 +572,30 @@ def test_cli_errors_are_one_line(args, code, fragment, tmp_path):
 def test_a_crashing_function_in_a_real_process_gives_no_traceback(tmp_path):
     (tmp_path / "crash.py").write_text("def verify(p, q, drafts, rng):\n    return 1 // 0\n")
     done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'crash.py'}:verify", "-n", "2",
-                           "--budget", "1200", "--progress", "none"], capture_output=True, text=True, timeout=120)
+                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "the function raised ZeroDivisionError: integer division or modulo by zero on drafts (" in done.stderr
     df = pd.read_csv(io.StringIO(done.stdout))
     assert (df.status == "error").all() and df.calls.max() == 1 and math.isnan(df.acceptance[0])
+
+
+def test_what_the_function_prints_goes_to_stderr_and_stdout_stays_a_table(tmp_path):
+    (tmp_path / "noisy.py").write_text(
+        "from mdsd_cli.audit.examples import rrs\nprint('loading noisy')\n\n"
+        "def verify(p, q, drafts, rng):\n    print('called with', drafts)\n    return rrs(p, q, drafts, rng)\n\n"
+        "def quits(p, q, drafts, rng):\n    raise SystemExit(0)\n")
+    done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'noisy.py'}:verify", "-n", "2",
+                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    df = pd.read_csv(io.StringIO(done.stdout))
+    assert len(df) == 12 and (df.status == "pass").all()
+    assert "loading noisy" in done.stderr and "called with [" in done.stderr
+    quits = run("audit", f"{tmp_path / 'noisy.py'}:quits", "-n", "2", "--budget", "4800", "--progress", "none")
+    assert quits.exit_code == 1 and "loading noisy" in quits.stderr and "loading noisy" not in quits.stdout
+    assert (pd.read_csv(io.StringIO(quits.stdout)).status == "error").all()
+    assert "the function failed on 12 of 12 cases" in quits.stderr.splitlines()[-1]
+    argv = run("audit", f"{tmp_path / 'noisy.py'}:nothing", "-n", "2")
+    assert argv.exit_code == 1 and argv.stdout == "" and argv.stderr.startswith("loading noisy\nError: ")
 
 
 def test_acceptance_counts_the_given_index_else_an_output_among_the_drafts():

@@ -284,7 +284,7 @@ OUT_COMMANDS = {
     "bound": ["bound", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1"],
     "verify": ["verify", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1", "--verifier", "rrs"],
     "check-lossless": ["check-lossless", "--verifier", "rrs", "--cases", "1", "--trials", "200", "-n", "2"],
-    "audit": ["audit", "mdsd:rrs", "-n", "2", "--cases", "random", "--count", "1", "--budget", "200"],
+    "audit": ["audit", "mdsd:rrs", "-n", "2", "--cases", "random", "--count", "1", "--budget", "400"],
     "generate": ["generate", "--synthetic", "zipf", "--vocab", "20", "--pairs", "1"],
 }
 

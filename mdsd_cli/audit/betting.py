@@ -149,3 +149,40 @@ class DirectionalBettingTest:
         mixture = top + np.log(np.exp(path - top).sum(axis=0)) - math.log(BET_FRACTIONS.size)
         self.max_log_wealth = max(self.max_log_wealth, float(mixture.max()))
         self.log_wealth = path[:, -1]
+
+
+class AcceptanceBoundTest:
+    """An anytime-valid test that the acceptance rate is at most ``alpha_star``.
+
+    No lossless function accepts more often than α*: its output ``Y`` is distributed as ``p``, so
+    ``(X, Y)`` is a coupling of the draft law and ``p`` and ``P(accepted) <= P(Y in X) <= α*``.
+    Each call (stratum ``g`` drawn with probability ``pi_g``, ``h = 1`` if it accepted) scores
+
+    .. math:: A = \\frac{w_g}{\\pi_g} h - b, \\qquad b = \\min(1, \\alpha^* + \\text{tolerance}),
+
+    whose mean is ``acceptance - b <= 0`` for a lossless function. ``A >= -b``, so for bets
+    ``0 <= lambda < 1 / b`` the wealth, the product of ``1 + lambda A``, is a non-negative
+    supermartingale; the mixture over :data:`BET_FRACTIONS` of ``1 / b`` and Ville's inequality
+    give an anytime-valid p-value, as for :class:`DirectionalBettingTest`.
+    """
+
+    def __init__(self, alpha_star: float, tolerance: float = 1e-9):
+        self.bound = min(1.0, max(float(alpha_star), 0.0) + tolerance)
+        self.bets = BET_FRACTIONS / self.bound
+        self.log_wealth = np.zeros(BET_FRACTIONS.size)
+        self.max_log_wealth = 0.0
+
+    @property
+    def pvalue(self) -> float:
+        return float(min(1.0, math.exp(-self.max_log_wealth)))
+
+    def observe(self, ratio: np.ndarray, hits: np.ndarray) -> None:
+        """One round: ``ratio = w_g / pi_g`` of each call's stratum and whether the call accepted."""
+        if hits.size == 0:
+            return
+        z = ratio * hits - self.bound
+        path = self.log_wealth[:, None] + np.cumsum(np.log1p(self.bets[:, None] * z[None, :]), axis=1)
+        top = path.max(axis=0)
+        mixture = top + np.log(np.exp(path - top).sum(axis=0)) - math.log(BET_FRACTIONS.size)
+        self.max_log_wealth = max(self.max_log_wealth, float(mixture.max()))
+        self.log_wealth = path[:, -1]

@@ -33,6 +33,13 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _import_failure(exc: BaseException) -> str:
+    text = _first_line(exc)
+    if isinstance(exc, SystemExit):
+        text += " (it exits when imported: put the code that runs it under if __name__ == '__main__')"
+    return text
+
+
 def _defined_callables(namespace) -> str:
     names = [k for k, v in vars(namespace).items() if callable(v) and not k.startswith("_")
              and getattr(v, "__module__", None) == getattr(namespace, "__name__", None)]
@@ -51,7 +58,8 @@ def load_callable(spec: str, *, n: int | None = None, sampler: str | None = None
     Raises
     ------
     CallableError
-        No colon, a missing file or module, a syntax error or an exception while importing,
+        No colon, a missing file or module, a syntax error or an exception while importing
+        (``SystemExit`` included: a module calling ``sys.exit`` or parsing arguments on import),
         a missing attribute, or an attribute that is not callable.
     """
     spec = str(spec)
@@ -103,9 +111,11 @@ def _import_file(path: Path):
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)  # noqa: S102 - running the user's own file is the point
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit included (sys.exit, argparse at module level)
         del sys.modules[name]
-        raise CallableError(f"importing {path} raised {_first_line(exc)}") from None
+        raise CallableError(f"importing {path} raised {_import_failure(exc)}") from None
     return module
 
 
@@ -119,11 +129,13 @@ def _import_module(name: str):
         if exc.name and name.startswith(exc.name):
             raise CallableError(f"no module named {exc.name!r}; give PATH.py:function for a file, or run from the "
                                 "directory that holds the module") from None
-        raise CallableError(f"importing module {name} raised {_first_line(exc)}") from None
+        raise CallableError(f"importing module {name} raised {_import_failure(exc)}") from None
     except SyntaxError as exc:
         raise CallableError(f"module {name}, {exc.filename}, line {exc.lineno}: SyntaxError: {exc.msg}") from None
-    except Exception as exc:
-        raise CallableError(f"importing module {name} raised {_first_line(exc)}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit included (sys.exit, argparse at module level)
+        raise CallableError(f"importing module {name} raised {_import_failure(exc)}") from None
 
 
 class MdsdVerifierCallable:

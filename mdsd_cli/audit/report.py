@@ -24,14 +24,15 @@ class TupleEvidence:
     stratum_weight : float
         Exact probability of the tuple's stratum under the draft law.
     contribution : float
-        ``w (L - p) . f``: how much of the detected departure (along the direction ``f``
-        the test bet on, ``max |f| = 1``) this stratum's observed output law ``L`` carries;
-        the contributions of all strata sum to ``(estimated law - p) . f``. For impossible
-        outputs, the stratum's weighted frequency of them.
+        How much of the failure this stratum carries: ``w (L - R) . s``, with ``L`` the stratum's
+        observed output law (with a law function: the tuple's exact law), ``R`` the exact law of
+        the lossless reference verifier (``reference``) on the same tuples, ``s = sign(D)`` and
+        ``D = sum_g w_g L_g - p`` the estimated (or exact) departure of the output law from ``p``.
+        As ``sum_g w_g R_g = p``, the contributions of all strata add up to ``D . s = 2 TV``
+        (``total``) exactly; a stratum where the function behaves as the reference carries 0
+        (up to sampling noise). For impossible outputs: the stratum's weighted frequency of them.
     output_counts : ndarray int64 ``[V]``
         What the function returned on this stratum.
-        For a failure of the exact law: the tuple's share ``P(x) (law(x) - p) . sign(law - p)``
-        of ``sum_y |law(y) - p(y)| = 2 TV``.
     calls : int
         Calls the audit made with exactly ``drafts`` (0 for evidence from the exact law).
     seed : int
@@ -39,6 +40,15 @@ class TupleEvidence:
         :func:`~mdsd_cli.audit.replay` with ``seed`` and ``calls`` repeats them (-1: no calls).
     law : ndarray float64 ``[V]`` or None
         The function's exact conditional law on ``drafts``, when a law function was given.
+    total : float
+        ``2 TV``, what the contributions of all strata add up to (for impossible outputs: their
+        frequency).
+    reference : str
+        The lossless verifier the contribution is measured against (``mdsd:rrs`` for iid drafts,
+        ``mdsd:rrsw`` wor, ``mdsd:greedy`` greedy, ``mdsd:hub`` hub); empty for impossible outputs.
+    reference_law : ndarray float64 ``[V]`` or None
+        Its exact conditional law on the stratum (what ``output_counts / calls`` would approach
+        if the function behaved as the reference there).
     """
 
     drafts: tuple
@@ -48,9 +58,16 @@ class TupleEvidence:
     calls: int
     seed: int
     law: np.ndarray | None = None
+    total: float = math.nan
+    reference: str = ""
+    reference_law: np.ndarray | None = None
 
     def describe(self) -> str:
-        text = f"drafts {self.drafts} (P = {self.stratum_weight:.3g}) contributes {self.contribution:+.3g}"
+        text = f"drafts {self.drafts} (P = {self.stratum_weight:.3g}) "
+        if self.reference:
+            text += f"carries {self.contribution:+.3g} of 2 TV = {self.total:.3g} (vs {self.reference})"
+        else:
+            text += f"gives outputs of target probability 0 ({self.contribution:.3g} of all outputs)"
         if self.law is not None:
             return text + " (exact law)"
         return text + f"; replay: seed {self.seed}, {self.calls:,} calls"
@@ -64,8 +81,9 @@ class CaseResult:
     ----------
     case : AuditCase
     status : {"pass", "lossy", "error"}
-        ``lossy``: losslessness rejected at the family-wise level (or an impossible output,
-        or an exact law that is not ``p``); ``error``: the function raised or returned
+        ``lossy``: losslessness rejected at the family-wise level (the output law departs from
+        ``p``, or the acceptance rate is above α*; or an impossible output, or an exact law that
+        is not ``p``); ``error``: the function raised or returned
         something that is not a token.
     reason : str
         Why the case failed or errored (empty when it passed).
@@ -79,8 +97,10 @@ class CaseResult:
         value sampling noise alone would typically give with these calls (a lossless function
         shows ``tv`` near ``tv_noise``).
     statistic, pvalue : float
-        Log of the largest wealth of the betting test, and its anytime-valid p-value
-        ``exp(-statistic)`` (see :mod:`mdsd_cli.audit.betting`).
+        Log of the largest wealth of the betting test on the output law, and the case's
+        anytime-valid p-value ``min(1, exp(-statistic) / 0.9, p_acceptance / 0.1)``, with
+        ``p_acceptance`` the p-value of the test that the acceptance rate exceeds α* (which no
+        lossless verifier does; see :mod:`mdsd_cli.audit.betting`).
     impossible : int
         Outputs of target probability 0 (any one is proof of a loss).
     acceptance, acceptance_se : float

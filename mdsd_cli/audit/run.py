@@ -10,13 +10,11 @@ import numpy as np
 from ..distributions import PairBatch
 from ..errors import InputError
 from ..samplers import get_sampler
-from .betting import DirectionalBettingTest, learned_direction
+from .betting import AcceptanceBoundTest, DirectionalBettingTest
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
 from .report import ERROR, LOSSY, PASSED, AuditReport, CaseResult, TupleEvidence
 from .strata import MAX_ENUMERATED, Strata, sampled_strata, stratify
 
-#: Fewest calls a case may get.
-MIN_CALLS_PER_CASE = 100
 #: Strata are at most this many, and at most one per this many calls of the case's budget.
 MAX_STRATA = 20_000
 CALLS_PER_STRATUM = 10
@@ -26,12 +24,21 @@ FIRST_ROUND_SHARE = 1 / 500
 MIN_ROUND = 200
 #: ... up to this many calls.
 MAX_ROUND = 50_000
+#: Fewest calls a case may get: the first round (MIN_ROUND calls) only learns where to look, so a case
+#: needs as many again for its test to have any power.
+MIN_CALLS_PER_CASE = 2 * MIN_ROUND
+#: Share of a case's level spent on the test that its acceptance rate exceeds α* (the rest on its output law).
+ACCEPTANCE_SHARE = 0.1
+#: mdsd's lossless verifier for each draft law: the reference the evidence of a failure is measured against.
+REFERENCE_VERIFIERS = {"iid": "rrs", "wor": "rrsw", "greedy": "greedy", "hub": "hub"}
 #: An exact law must equal p to this tolerance.
 EXACT_TOLERANCE = 1e-9
 #: Strata reported as evidence of a failure: at most this many, ...
 EVIDENCE = 3
-#: ... each contributing at least this fraction of the largest contribution.
+#: ... each contributing at least this fraction of the largest contribution, and (after the first) at least
+#: this many standard errors of sampling noise.
 EVIDENCE_FRACTION = 0.05
+EVIDENCE_NOISE = 2.0
 DTYPES = ("float64", "float32")
 
 
@@ -147,6 +154,7 @@ class CaseRun:
                                else sampled_strata())
         G = self.strata.num_strata
         self.test = DirectionalBettingTest(self.p, self.strata.stratum_weight)
+        self.acceptance_test = AcceptanceBoundTest(self.alpha_star)
         self.counts = np.zeros((G, self.V), dtype=np.int64)
         self.stratum_calls = np.zeros(G, dtype=np.int64)
         self.accepted = np.zeros(G, dtype=np.int64)
@@ -188,7 +196,9 @@ class CaseRun:
         for t, row in enumerate(tuples):
             try:
                 values = np.asarray(law(self.seen_p, self.seen_q, row), dtype=np.float64)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # SystemExit included: the law's own failure, reported for this case
                 self._fail(ERROR, f"the law function raised {_first_line(exc)} on drafts {tuple(row.tolist())}")
                 return
             if values.shape != (self.V,) or not np.isfinite(values).all() or values.min() < -1e-12 \
@@ -203,15 +213,37 @@ class CaseRun:
         self.exact_acceptance = acceptance
         if self.exact_error > EXACT_TOLERANCE:
             self._fail(LOSSY, f"the exact output law differs from p by up to {self.exact_error:.3g}")
-            # each tuple's share of sum_y |departure_y| = 2 TV
-            contribution = prob * ((laws - self.p) @ np.sign(departure))
+            reference = self._reference_laws(tuples)
+            if reference is None:
+                return
+            # each tuple's share of sum_y |departure_y| = 2 TV, relative to the lossless reference
+            contribution = prob * ((laws - reference) @ np.sign(departure))
+            total = float(np.abs(departure).sum())
             for t in np.argsort(-contribution, kind="stable")[:EVIDENCE]:
                 if not contribution[t] > 0 or contribution[t] < EVIDENCE_FRACTION * contribution.max():
                     break
                 self.exact_evidence.append(TupleEvidence(
                     drafts=tuple(int(x) for x in tuples[t]), stratum_weight=float(prob[t]),
                     contribution=float(contribution[t]), output_counts=np.zeros(self.V, dtype=np.int64), calls=0,
-                    seed=-1, law=laws[t].copy()))
+                    seed=-1, law=laws[t].copy(), total=total, reference=self.reference_name,
+                    reference_law=reference[t].copy()))
+
+    @property
+    def reference_name(self) -> str:
+        return f"mdsd:{REFERENCE_VERIFIERS[self.sampler.name]}"
+
+    def _reference_laws(self, tuples: np.ndarray) -> np.ndarray | None:
+        """Exact conditional laws ``[M, V]`` of mdsd's lossless verifier for the draft law on ``tuples``
+        (None if it cannot be set up for this pair)."""
+        from ..errors import MdsdError
+        from ..verifiers import prepare_verifier
+
+        try:
+            verifier = prepare_verifier(REFERENCE_VERIFIERS[self.sampler.name], self.p, self.q, self.n,
+                                        sampler=self.sampler.name)
+            return verifier.output_laws(tuples)
+        except MdsdError:
+            return None
 
     def _fail(self, status: str, reason: str) -> None:
         if self.status == PASSED:
@@ -242,9 +274,14 @@ class CaseRun:
         made = len(results)
         if failure is not None:
             self.done += made + 1
-            where = rows[made] if members is None else self.rows[members[made]]
-            replay = (f"seed {self.sampled_seed}" if members is None
-                      else f"seed {tuple_seed(self.seed, self.index, int(members[made]))}")
+            if members is None:
+                where = rows[made]
+                replay = f"call {self.done:,} of the case, its generator seeded {self.sampled_seed}"
+            else:
+                t = int(members[made])
+                where = self.rows[t]
+                calls = int(self.member_calls[t] + np.count_nonzero(members[:made] == t)) + 1
+                replay = f"replay: seed {tuple_seed(self.seed, self.index, t)}, {calls:,} calls"
             self._fail(ERROR, f"the function raised {_first_line(failure)} on drafts {tuple(where.tolist())} "
                               f"({replay})")
             return made + 1
@@ -267,12 +304,22 @@ class CaseRun:
         impossible = int(np.count_nonzero(~(self.p[tokens] > 0)))
         self.impossible += impossible
         self.test.observe(plan, strata, tokens)
+        self.acceptance_test.observe(plan.ratio[strata], hit.astype(np.float64))
         if impossible:
             y = int(tokens[np.argmax(~(self.p[tokens] > 0))])
             self._fail(LOSSY, f"{self.impossible} output(s) of target probability 0 (token {y})")
-        elif self.test.pvalue <= self.level:
-            self._fail(LOSSY, f"output law departs from p (p-value {self.test.pvalue:.3g} <= {self.level:.3g})")
+        elif self.test.pvalue <= (1.0 - ACCEPTANCE_SHARE) * self.level:
+            self._fail(LOSSY, f"output law departs from p (p-value {self.pvalue:.3g} <= {self.level:.3g})")
+        elif self.acceptance_test.pvalue <= ACCEPTANCE_SHARE * self.level:
+            rate = float(self.strata.stratum_weight @ (self.accepted / np.maximum(self.stratum_calls, 1)))
+            self._fail(LOSSY, f"acceptance {rate:.3g} above alpha* = {self.alpha_star:.3g}, which no lossless "
+                              f"verifier exceeds (p-value {self.pvalue:.3g} <= {self.level:.3g})")
         return made
+
+    @property
+    def pvalue(self) -> float:
+        """The case's p-value: the output-law test's and the acceptance test's, Bonferroni-weighted."""
+        return min(1.0, self.test.pvalue / (1.0 - ACCEPTANCE_SHARE), self.acceptance_test.pvalue / ACCEPTANCE_SHARE)
 
     def _call_strata(self, order: list):
         fn, p, q, rows, rngs = self.fn, self.seen_p, self.seen_q, self.rows, self.rngs
@@ -281,7 +328,9 @@ class CaseRun:
         try:
             for t in order:
                 append(fn(p, q, rows[t], rngs[t]))
-        except Exception as exc:  # the function's own failure: reported for this case
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the function's own failure (SystemExit included): reported for this case
             return results, exc
         return results, None
 
@@ -292,7 +341,9 @@ class CaseRun:
         try:
             for row in rows:
                 append(fn(p, q, row, rng))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             return results, exc
         return results, None
 
@@ -334,36 +385,60 @@ class CaseRun:
         evidence = (self.exact_evidence or self._evidence()) if self.status == LOSSY else []
         return CaseResult(case=self.case, index=self.index, status=self.status, reason=self.reason,
                           design=self.strata.kind, strata=self.strata.num_strata, calls=self.done, tv=tv,
-                          tv_noise=tv_noise, statistic=self.test.max_log_wealth, pvalue=self.test.pvalue,
+                          tv_noise=tv_noise, statistic=self.test.max_log_wealth, pvalue=self.pvalue,
                           impossible=self.impossible, acceptance=acceptance, acceptance_se=se,
                           alpha_star=self.alpha_star, exact_error=self.exact_error, evidence=evidence)
 
     def _evidence(self) -> list:
+        """The strata carrying the failure, largest share first.
+
+        Impossible outputs: each stratum's weighted frequency of them. Otherwise, with ``L_g`` the
+        stratum's observed output law, ``R_g`` the exact law of mdsd's lossless verifier for the draft
+        law (:data:`REFERENCE_VERIFIERS`) on the same tuples, ``D = sum_g w_g L_g - p`` and
+        ``s = sign(D)``: since ``sum_g w_g R_g = p``, the shares ``w_g (L_g - R_g) . s`` add up to
+        ``D . s = 2 TV`` exactly, and a stratum where the function behaves as the reference carries 0
+        (up to noise). After the first, a stratum is named only if its share is at least
+        :data:`EVIDENCE_NOISE` standard errors of the noise of its estimate.
+        """
         if self.strata.kind == "sampled" or not self.stratum_calls.any():
             return []
         w = self.strata.stratum_weight
         called = self.stratum_calls > 0
         m = np.maximum(self.stratum_calls, 1)
         observed = self.counts / m[:, None]
+        reference_law = None
         if self.impossible:
             score = w * observed[:, ~(self.p > 0)].sum(axis=1)
+            total, reference = float(score.sum()), ""
         else:
-            f, _ = learned_direction(self.p, w, self.counts, self.stratum_calls)
-            if f is None:
+            member_laws = self._reference_laws(self.strata.tuples)
+            if member_laws is None:
                 return []
-            score = w * ((observed - self.p) @ f)
+            group = self.strata.stratum_of()
+            reference_law = np.zeros((self.strata.num_strata, self.V))
+            np.add.at(reference_law, group, (self.strata.weight / w[group])[:, None] * member_laws)
+            laws = np.where(called[:, None], observed, reference_law)
+            departure = w @ laws - self.p
+            sign = np.sign(departure)
+            score = w * ((laws - reference_law) @ sign)
+            total, reference = float(np.abs(departure).sum()), self.reference_name
+            spread = np.maximum(laws @ (sign * sign) - (laws @ sign) ** 2, 0.0)
+            noise = w * np.sqrt(spread / m)
         score = np.where(called, score, -np.inf)
         out = []
         top = float(score.max())
         for g in np.argsort(-score, kind="stable")[:EVIDENCE]:
             if not score[g] > 0 or score[g] < EVIDENCE_FRACTION * top:
                 break
+            if out and reference and score[g] < EVIDENCE_NOISE * noise[g]:
+                continue
             lo, hi = self.strata.start[g], self.strata.start[g + 1]
             t = int(lo + np.argmax(self.member_calls[lo:hi]))
             out.append(TupleEvidence(drafts=tuple(int(x) for x in self.strata.tuples[t]),
                                      stratum_weight=float(w[g]), contribution=float(score[g]),
                                      output_counts=self.counts[g].copy(), calls=int(self.member_calls[t]),
-                                     seed=tuple_seed(self.seed, self.index, t)))
+                                     seed=tuple_seed(self.seed, self.index, t), total=total, reference=reference,
+                                     reference_law=None if reference_law is None else reference_law[g].copy()))
         return out
 
 
@@ -450,7 +525,8 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
     case_list = resolve_cases(cases, n, seed=seed, count=random_count, dtype=dtype)
     per_case = int(budget) // len(case_list)
     if per_case < MIN_CALLS_PER_CASE:
-        raise InputError(f"a budget of {budget:,} calls gives {per_case} per case for {len(case_list)} cases; "
+        raise InputError(f"a budget of {budget:,} calls gives {per_case} per case for {len(case_list)} cases, too few "
+                         f"for the test to detect anything (its first {MIN_ROUND} calls only learn where to look); "
                          f"give at least {MIN_CALLS_PER_CASE * len(case_list):,}")
     level = alpha / len(case_list)
     runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -107,7 +109,8 @@ def audit(
     the acceptance rate ± standard error, α* of the draft law (exact) and the gap; for
     a failure, the draft tuples contributing most, with the seed that replays them.
     Exit code 1 if any case is found lossy at the family-wise level --alpha, or the
-    function fails on one; 0 otherwise, which does not prove it lossless.
+    function fails on one; 0 otherwise, which does not prove it lossless. What the
+    function prints goes to stderr: stdout holds only the table.
     """
     from ..audit import adapt_callable, audit_verifier, load_callable
     from ..errors import InputError
@@ -117,14 +120,17 @@ def audit(
     if not 0.0 < alpha < 1.0:
         raise InputError(f"--alpha must lie strictly between 0 and 1, got {alpha}")
     sampler_name, dtype_name = sampler.value, dtype.value
-    fn = load_callable(function, n=drafts, sampler=sampler_name)
-    law_fn = load_callable(law, n=drafts, sampler=sampler_name, law=True) if law is not None else None
+    # stdout is for the table: what the user's code prints, on import or in its calls, goes to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        fn = load_callable(function, n=drafts, sampler=sampler_name)
+        law_fn = load_callable(law, n=drafts, sampler=sampler_name, law=True) if law is not None else None
     if use_torch or batched:
         fn = adapt_callable(fn, framework="torch" if use_torch else "numpy", batched=batched, device=device)
     sources = list(cases or ["battery"])
     case_list = _cases(sources, drafts, seed=seed, count=count, pairs=pairs, dtype=dtype_name)
     per_case = budget // max(len(case_list), 1)
-    with show_progress("audit", per_case * len(case_list), mode=progress, quiet=quiet) as advance:
+    with show_progress("audit", per_case * len(case_list), mode=progress, quiet=quiet) as advance, \
+            contextlib.redirect_stdout(sys.stderr):
         report = audit_verifier(fn, sampler=sampler_name, n=drafts, cases=case_list, budget=budget, alpha=alpha,
                                 seed=seed, law=law_fn, dtype=dtype_name, fail_fast=fail_fast, progress=advance)
     df = report.to_frame()
