@@ -143,6 +143,17 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
         j = order[kk]
         aj, rj = a[j], r[j]
         start[j] = npc
+        if kk == n - 1:  # the last atom takes what is left (its mean is checked after)
+            for k in range(ns):
+                tplo[npc], tphi[npc] = st_lo[k], st_hi[k]
+                npc += 1
+            ns = 0
+            if RB > top:
+                tplo[npc], tphi[npc] = top, RB
+                npc += 1
+                top = RB
+            count[j] = npc - start[j]
+            continue
         S = st_cm[ns - 1] if ns > 0 else 0.0
         xmax = min(rj, RB - top)
         fmax = _fa(xmax, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
@@ -289,9 +300,9 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
 def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied):
     """The boundary-mark construction of one block (tokens bottom-first). Fills ``b``, the
     pieces and ``implied`` (the candidate law the rule gives, from the pieces themselves);
-    returns ``(pieces, sum |implied - t|, bound)``, ``bound = Q_B * (length defects)``
-    bounding how far ``implied`` is from the rule's exact law (windows not of mass ``r_j``
-    or not tiling ``[0, R_B]``); ``(-1, inf, inf)`` when the curtain finds no window."""
+    returns ``(pieces, sum |implied - t|, Q_B * |R_B - covered|)`` (the last: how far the
+    windows are from tiling ``[0, R_B]``); ``(-1, inf, inf)`` when the curtain finds no
+    window or windows overlap."""
     m = r.shape[0]
     v = np.empty(m + 1)
     v[0] = 0.0
@@ -340,19 +351,21 @@ def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied):
     npc = _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi)
     if npc < 0:
         return npc, np.inf, np.inf
-    # the check, from the pieces themselves: lengths, and mean values summed segment by segment
+    # the check, from the pieces themselves: each token's window (its lengths normalised
+    # to probabilities) and its mean value, summed segment by segment
     QB = v[m]
     err = 0.0
-    defect = 0.0
     covered = 0.0
+    mean = np.empty(m)
+    length = np.empty(m)
     for j in range(m):
-        length = 0.0
+        total = 0.0
         integral = 0.0
         for k in range(ptr[j], ptr[j + 1]):
             lo_s, hi_s = plo[k], phi[k]
             if hi_s < lo_s:
                 return -1, np.inf, np.inf
-            length += hi_s - lo_s
+            total += hi_s - lo_s
             i = np.searchsorted(C, lo_s, side="right") - 1
             if i < 0:
                 i = 0
@@ -363,15 +376,41 @@ def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied):
                     integral += v[i] * (e - s)
                     s = e
                 i += 1
-        covered += length
-        if length <= 0.0:
+        if total <= 0.0:
             return -1, np.inf, np.inf
-        mean = integral / length
-        implied[j] = r[j] * (Lq + mean) + q[j] * (Lr + b[j]) - r[j] * q[j]
+        covered += total
+        length[j] = total
+        mean[j] = integral / total
+    # G(b_j): the r-mass of first-draft marks below b_j, as the windows really put it
+    # (pieces sorted by position must not overlap)
+    P = npc
+    owner = np.empty(P, np.int64)
+    for j in range(m):
+        for k in range(ptr[j], ptr[j + 1]):
+            owner[k] = j
+    by = np.argsort(plo[:P], kind="mergesort")
+    cum = np.empty(P + 1)
+    cum[0] = 0.0
+    for k in range(P):
+        p = by[k]
+        if k + 1 < P and phi[p] > plo[by[k + 1]]:
+            return -1, np.inf, np.inf
+        cum[k + 1] = cum[k] + r[owner[p]] * ((phi[p] - plo[p]) / length[owner[p]])
+    k = 0
+    for j in range(m):  # b is nondecreasing: one sweep
+        s = b[j]
+        while k < P and plo[by[k]] < s:
+            k += 1
+        G = 0.0
+        if k > 0:
+            p = by[k - 1]
+            G = cum[k - 1]
+            width = phi[p] - plo[p]
+            if width > 0.0:
+                G += (cum[k] - cum[k - 1]) * min(1.0, (s - plo[p]) / width)
+        implied[j] = r[j] * (Lq + mean[j]) + q[j] * (Lr + G) - r[j] * q[j]
         err += abs(implied[j] - t[j])
-        defect += abs(length - r[j])
-    defect += abs(RB - covered)
-    return npc, err, QB * defect
+    return npc, err, QB * abs(RB - covered)
 
 
 @_jit

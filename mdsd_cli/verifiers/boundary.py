@@ -35,11 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: A block is used when ``sum |implied - t|`` is at most ``TOLERANCE * t(B)`` plus ``FLOOR``.
-TOLERANCE = 1e-12
+#: A block is used when ``sum |implied - t|`` is at most ``TOLERANCE * t(B)`` plus ``FLOOR`` (as
+#: close as the quadrature gets)
+TOLERANCE = 1e-11
 FLOOR = 1e-15
 #: ... and its windows' mass defects move the law by at most this (times ``max(1, t(B))``).
-EXACT = 1e-14
+EXACT = 1e-13
 
 
 @dataclass
@@ -80,6 +81,18 @@ def build_block(tokens, r, q, t, Lq: float, Lr: float) -> BoundaryBlock | None:
     b, ptr = np.empty(m), np.empty(m + 1, dtype=np.int64)
     lo, hi, implied = np.empty(3 * m + 3), np.empty(3 * m + 3), np.empty(m)
     pieces, error, bound = _block(rb, qb, tb, float(Lq), float(Lr), b, ptr, lo, hi, implied)
+    if pieces >= 0:
+        # The token with the largest r (q near 1 makes r huge) loses its law to cancellation
+        # in r (L_q + a - q); it is the block's total less the others instead. The total,
+        # P(the first draft in the block is in it), is sum_j r_j (L_q + Q_B - q_j) + q_j L_r,
+        # with Q_B - q_j summed over the other tokens.
+        d = int(np.argmax(rb))
+        others = np.delete(np.arange(m), d)
+        q_others = float(qb[others].sum())
+        block_total = float((rb[others] * (Lq + (q_others + qb[d]) - qb[others]) + qb[others] * Lr).sum()
+                            + rb[d] * (Lq + q_others) + qb[d] * Lr)
+        implied[d] = block_total - float(implied[others].sum())
+        error = float(np.abs(implied - tb).sum())
     total = float(tb.sum())
     if pieces < 0 or not (error <= TOLERANCE * total + FLOOR) or not (bound <= EXACT * max(1.0, total)):
         return None
