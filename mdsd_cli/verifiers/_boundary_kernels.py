@@ -157,7 +157,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
         S = st_cm[ns - 1] if ns > 0 else 0.0
         xmax = min(rj, RB - top)
         fmax = _fa(xmax, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
-        tol = 1e-13 * abs(aj * rj) + 1e-15 * IC[m + 1] + 1e-300  # rounding (the check decides)
+        tol = 1e-13 * abs(aj * rj) + 1e-12 * IC[m + 1] + 1e-300  # rounding (the check decides)
         if fmax >= -tol or xmax < rj:
             if fmax < -tol:
                 return -1

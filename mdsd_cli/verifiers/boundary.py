@@ -37,7 +37,7 @@ import numpy as np
 
 #: A block is used when ``sum |implied - t|`` is at most ``TOLERANCE * t(B)`` plus ``FLOOR`` (as
 #: close as the quadrature gets)
-TOLERANCE = 1e-11
+TOLERANCE = 1e-10
 FLOOR = 1e-15
 #: ... and its windows' mass defects move the law by at most this (times ``max(1, t(B))``).
 EXACT = 1e-13
