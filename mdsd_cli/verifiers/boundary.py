@@ -54,7 +54,11 @@ class BoundaryBlock:
     hi: np.ndarray
     implied: np.ndarray  # the candidate law the rule gives
     error: float  # sum |implied - t|
-    bound: float  # bound on |implied - exact law| (length defects)
+    bound: float  # Q_B * |R_B - covered|: how far the windows are from tiling [0, R_B]
+    r: np.ndarray  # r and q of the tokens (bottom-first), the later blocks' masses
+    q: np.ndarray
+    later_q: float
+    later_r: float
 
     def first_wins(self, y_local, z_local) -> np.ndarray:
         """``P(first draft beats second draft)`` for local indices (same block)."""
@@ -77,7 +81,7 @@ def build_block(tokens, r, q, t, Lq: float, Lr: float) -> BoundaryBlock | None:
     if m == 1:  # no choice inside the block: its law is fixed
         implied = rb * Lq + qb * Lr
         return BoundaryBlock(tok, np.zeros(1), np.array([0, 1]), np.zeros(1), np.array([rb[0]]), implied,
-                             float(abs(implied[0] - tb[0])), 0.0)
+                             float(abs(implied[0] - tb[0])), 0.0, rb, qb, float(Lq), float(Lr))
     b, ptr = np.empty(m), np.empty(m + 1, dtype=np.int64)
     lo, hi, implied = np.empty(3 * m + 3), np.empty(3 * m + 3), np.empty(m)
     pieces, error, bound = _block(rb, qb, tb, float(Lq), float(Lr), b, ptr, lo, hi, implied)
@@ -96,4 +100,5 @@ def build_block(tokens, r, q, t, Lq: float, Lr: float) -> BoundaryBlock | None:
     total = float(tb.sum())
     if pieces < 0 or not (error <= TOLERANCE * total + FLOOR) or not (bound <= EXACT * max(1.0, total)):
         return None
-    return BoundaryBlock(tok, b, ptr, lo[:pieces], hi[:pieces], implied, float(error), float(bound))
+    return BoundaryBlock(tok, b, ptr, lo[:pieces], hi[:pieces], implied, float(error), float(bound), rb, qb,
+                         float(Lq), float(Lr))

@@ -32,7 +32,15 @@ import numpy as np
 from .._jit import numba_enabled
 from .candidate import CandidateVerifier, chain_targets, iid_chain, priority_blocks
 from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, win_probabilities
-from .luce import LuceVerifier, _PairBlock, _rest_mass, _solve_blocks, _solve_pair_block, solve_enumerated, wor_pair_plan
+from .luce import (
+    LuceVerifier,
+    _PairBlock,
+    _rest_mass,
+    _solve_blocks,
+    _solve_pair_block,
+    solve_enumerated,
+    wor_pair_plan,
+)
 
 #: First budget of chunks for a block's coupling (see :meth:`OptimalIID.curtain`).
 CHUNK_BUDGET = 64
@@ -258,7 +266,7 @@ class OptimalWOR(LuceVerifier):
         when the pairs can be listed, else by quadrature)."""
         from .boundary import build_block
 
-        p, q, V = self.p, self.q, self.V
+        q, V = self.q, self.V
         rest = _rest_mass(q)
         r = np.where(rest > 0.0, q / np.maximum(rest, 1e-300), 0.0)
         Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
