@@ -120,7 +120,7 @@ def _fb(d, a, r, top, C, IC, v, m):
 
 
 @_jit
-def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
+def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
     """Left curtain of the atoms ``(a_j, r_j)`` (in the order ``order``, increasing ``a``)
     onto the uniform measure of ``[0, C[m + 1]]`` pushed by ``v``: each atom takes a window
     contiguous in the free mass, with mean value ``a_j``. Windows are written as pieces
@@ -157,7 +157,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
         S = st_cm[ns - 1] if ns > 0 else 0.0
         xmax = min(rj, RB - top)
         fmax = _fa(xmax, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
-        tol = 1e-13 * abs(aj * rj) + 1e-12 * IC[m + 1] + 1e-300  # rounding (the check decides)
+        tol = 1e-12 * abs(aj * rj) + slack * IC[m + 1] + 1e-300  # rounding (the check decides)
         if fmax >= -tol or xmax < rj:
             if fmax < -tol:
                 return -1
@@ -297,7 +297,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi):
 
 
 @_jit
-def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied):
+def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied, slack):
     """The boundary-mark construction of one block (tokens bottom-first). Fills ``b``, the
     pieces and ``implied`` (the candidate law the rule gives, from the pieces themselves);
     returns ``(pieces, sum |implied - t|, Q_B * |R_B - covered|)`` (the last: how far the
@@ -348,7 +348,7 @@ def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied):
     for i in range(m + 1):
         IC[i + 1] = IC[i] + v[i] * (C[i + 1] - C[i])
     order = np.argsort(a, kind="mergesort")
-    npc = _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi)
+    npc = _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack)
     if npc < 0:
         return npc, np.inf, np.inf
     # the check, from the pieces themselves: each token's window (its lengths normalised
