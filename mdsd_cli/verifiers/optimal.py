@@ -15,11 +15,13 @@ vocabulary plus a few passes over it; the coupling of a block is built the
 first time a step's drafts reach that block. Per step: ``n`` marks, one coin,
 at most one draw from the residual.
 
-``optimal-wor`` (:class:`OptimalWOR`): a Luce choice (exponential keys) whose
-weights are solved so that the chosen draft has law ``t``
-(:mod:`~mdsd_cli.verifiers.luce`): exact by enumeration of the draft sets for
-any ``n`` (small V), and at full vocabulary for ``n <= 2`` through the closed
-form of a pair's Luce law.
+``optimal-wor`` (:class:`OptimalWOR`): at n = 2, the boundary-mark rule of
+:mod:`~mdsd_cli.verifiers.boundary` in every block whose check passes (the
+ordered pair's first draft draws a mark from a martingale coupling, the second
+sits at its chain position); elsewhere, and for n >= 3, a Luce choice
+(exponential keys) whose weights are solved so that the chosen draft has law
+``t`` (:mod:`~mdsd_cli.verifiers.luce`): by enumeration of the draft sets (small
+V) or, for pairs, through the closed form of a pair's Luce law by quadrature.
 """
 
 from __future__ import annotations
