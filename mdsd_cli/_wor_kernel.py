@@ -263,8 +263,8 @@ def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float
     Uses the numba kernel when available, else :func:`wor_hit_chain_numpy`.
     """
     qs = np.ascontiguousarray(qs, dtype=np.float64)
-    if min(int(n), int(np.count_nonzero(qs > 0))) == 2 and qs.size and qs.max() <= 0.5:
-        return pair_hit_chain(qs)
+    if min(int(n), int(np.count_nonzero(qs > 0))) == 2 and qs.max() <= 0.5 * qs.sum():
+        return pair_hit_chain(qs / qs.sum())
     kernel = compiled(_wor_hit_chain_loops)
     if kernel is None:
         return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)
