@@ -169,26 +169,39 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                     return -2
                 flo = 0.0
             lo_x, hi_x, fhi = xmin, xmax, fmax
+            i_top = _integral(top, C, IC, v, m)
             # 1. the upper end crosses the C_k above top
             kl = np.searchsorted(C, top + lo_x, side="right")
             kh = np.searchsorted(C, top + hi_x, side="left") - 1
             while kl <= kh:
                 mid = (kl + kh) // 2
-                xm = min(max(C[mid] - top, lo_x), hi_x)
-                fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                xm = C[mid] - top
+                if xm > lo_x and xm < hi_x:
+                    fm = (IC[mid] - i_top) + _stack_integral(rj - xm, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v,
+                                                             m) - aj * rj
+                else:
+                    xm = min(max(xm, lo_x), hi_x)
+                    fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
                 if fm <= 0.0:
                     lo_x, flo, kl = xm, fm, mid + 1
                 else:
                     hi_x, fhi, kh = xm, fm, mid - 1
-            # 2. the lower end crosses stack piece boundaries
+            # 2. the lower end crosses stack piece boundaries (the upper end now stays in
+            # segment ku, so its integral is linear)
+            ku = np.searchsorted(C, top + 0.5 * (lo_x + hi_x), side="right") - 1
+            ku = min(max(ku, 0), m)
             if ns > 0:
                 c1, c2 = S - rj + lo_x, S - rj + hi_x
                 pl = np.searchsorted(st_cm[:ns], c1, side="right")
                 ph = np.searchsorted(st_cm[:ns], c2, side="left") - 1
                 while pl <= ph:
                     mid = (pl + ph) // 2
-                    xm = min(max(st_cm[mid] - S + rj, lo_x), hi_x)
-                    fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                    xm = st_cm[mid] - S + rj
+                    if xm > lo_x and xm < hi_x:
+                        fm = (IC[ku] + v[ku] * (top + xm - C[ku]) - i_top) + (st_ci[ns - 1] - st_ci[mid]) - aj * rj
+                    else:
+                        xm = min(max(xm, lo_x), hi_x)
+                        fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
                     if fm <= 0.0:
                         lo_x, flo, pl = xm, fm, mid + 1
                     else:
@@ -202,10 +215,16 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                     s2 = st_lo[p] + (S - rj + hi_x - base)
                     kl = np.searchsorted(C, s1, side="right")
                     kh = np.searchsorted(C, s2, side="left") - 1
+                    i_hi = _integral(st_hi[p], C, IC, v, m)
                     while kl <= kh:
                         mid = (kl + kh) // 2
-                        xm = min(max(C[mid] - st_lo[p] + base - S + rj, lo_x), hi_x)
-                        fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                        xm = C[mid] - st_lo[p] + base - S + rj
+                        if xm > lo_x and xm < hi_x:
+                            fm = ((IC[ku] + v[ku] * (top + xm - C[ku]) - i_top) + (st_ci[ns - 1] - st_ci[p])
+                                  + (i_hi - IC[mid]) - aj * rj)
+                        else:
+                            xm = min(max(xm, lo_x), hi_x)
+                            fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
                         if fm <= 0.0:
                             lo_x, flo, kl = xm, fm, mid + 1
                         else:
@@ -351,21 +370,26 @@ def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied, slack):
     npc = _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack)
     if npc < 0:
         return npc, np.inf, np.inf
-    # the check, from the pieces themselves: each token's window (its lengths normalised
-    # to probabilities) and its mean value, summed segment by segment
+    # the check, from the pieces themselves: each token's window normalised to a
+    # probability, its mean value and the marks' r-mass per segment, summed segment by segment
     QB = v[m]
     err = 0.0
     covered = 0.0
     mean = np.empty(m)
-    length = np.empty(m)
+    seg = np.zeros(m + 1)  # r-mass of first-draft marks in segment i
     for j in range(m):
         total = 0.0
+        for k in range(ptr[j], ptr[j + 1]):
+            if phi[k] < plo[k]:
+                return -1, np.inf, np.inf
+            total += phi[k] - plo[k]
+        if total <= 0.0:
+            return -1, np.inf, np.inf
+        covered += total
+        density = r[j] / total
         integral = 0.0
         for k in range(ptr[j], ptr[j + 1]):
             lo_s, hi_s = plo[k], phi[k]
-            if hi_s < lo_s:
-                return -1, np.inf, np.inf
-            total += hi_s - lo_s
             i = np.searchsorted(C, lo_s, side="right") - 1
             if i < 0:
                 i = 0
@@ -374,40 +398,13 @@ def _block(r, q, t, Lq, Lr, b, ptr, plo, phi, implied, slack):
                 e = min(hi_s, C[i + 1]) if i < m else hi_s
                 if e > s:
                     integral += v[i] * (e - s)
+                    seg[i] += density * (e - s)
                     s = e
                 i += 1
-        if total <= 0.0:
-            return -1, np.inf, np.inf
-        covered += total
-        length[j] = total
         mean[j] = integral / total
-    # G(b_j): the r-mass of first-draft marks below b_j, as the windows really put it
-    # (pieces sorted by position must not overlap)
-    P = npc
-    owner = np.empty(P, np.int64)
+    G = 0.0  # marks below b_j = in segments 0..j
     for j in range(m):
-        for k in range(ptr[j], ptr[j + 1]):
-            owner[k] = j
-    by = np.argsort(plo[:P], kind="mergesort")
-    cum = np.empty(P + 1)
-    cum[0] = 0.0
-    for k in range(P):
-        p = by[k]
-        if k + 1 < P and phi[p] > plo[by[k + 1]]:
-            return -1, np.inf, np.inf
-        cum[k + 1] = cum[k] + r[owner[p]] * ((phi[p] - plo[p]) / length[owner[p]])
-    k = 0
-    for j in range(m):  # b is nondecreasing: one sweep
-        s = b[j]
-        while k < P and plo[by[k]] < s:
-            k += 1
-        G = 0.0
-        if k > 0:
-            p = by[k - 1]
-            G = cum[k - 1]
-            width = phi[p] - plo[p]
-            if width > 0.0:
-                G += (cum[k] - cum[k - 1]) * min(1.0, (s - plo[p]) / width)
+        G += seg[j]
         implied[j] = r[j] * (Lq + mean[j]) + q[j] * (Lr + G) - r[j] * q[j]
         err += abs(implied[j] - t[j])
     return npc, err, QB * abs(RB - covered)
