@@ -44,7 +44,7 @@ TOLERANCE = 1e-10
 FLOOR = 1e-15
 #: Rounding allowed in the curtain's root finding (times the block's total value integral),
 #: tried in turn: too tight and a window is not found, too loose and the means drift.
-SLACKS = (1e-14, 1e-12)
+SLACKS = (1e-17, 1e-14, 1e-12)
 
 
 @dataclass
