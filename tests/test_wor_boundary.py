@@ -67,9 +67,15 @@ def test_boundary_choice_uses_the_order_of_the_drafts():
     assert seen
 
 
-def test_fallback_blocks_stay_exact(monkeypatch):
-    """Blocks whose check fails (here: forced on every other block) use Luce weights."""
+@pytest.mark.parametrize("enumerable", [True, False])
+def test_fallback_blocks_stay_exact(monkeypatch, enumerable):
+    """Blocks whose check fails (here: forced on every other block) use Luce weights, by
+    enumeration or (as at full vocabulary) by quadrature."""
     import mdsd_cli.verifiers.boundary as boundary
+    import mdsd_cli.verifiers.optimal as optimal
+
+    if not enumerable:
+        monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)
 
     real = boundary.build_block
     calls = {"n": 0}
