@@ -89,7 +89,7 @@ def _integral(s, C, IC, v, m):
 
 
 @_jit
-def _stack_integral(y, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m):
+def _stack_integral(y, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m):
     """``int v`` over the top ``y`` of the free mass on the stack; also the piece and position
     of the lower end."""
     if ns == 0 or y <= 0.0:
@@ -103,14 +103,14 @@ def _stack_integral(y, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m):
         return 0.0
     base = st_cm[p - 1] if p > 0 else 0.0
     s_low = min(st_lo[p] + (c - base), st_hi[p])
-    return (st_ci[ns - 1] - st_ci[p]) + (_integral(st_hi[p], C, IC, v, m) - _integral(s_low, C, IC, v, m))
+    return (st_ci[ns - 1] - st_ci[p]) + (st_ih[p] - _integral(s_low, C, IC, v, m))
 
 
 @_jit
-def _fa(x, a, r, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m):
+def _fa(x, a, r, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m):
     """Window = top ``r - x`` of the stack plus ``[top, top + x]``: its integral minus ``a r``."""
     up = _integral(top + x, C, IC, v, m) - _integral(top, C, IC, v, m)
-    return up + _stack_integral(r - x, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m) - a * r
+    return up + _stack_integral(r - x, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m) - a * r
 
 
 @_jit
@@ -132,6 +132,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
     st_hi = np.empty(n + 1)
     st_cm = np.empty(n + 1)
     st_ci = np.empty(n + 1)
+    st_ih = np.empty(n + 1)  # int_0^{st_hi} v
     ns = 0
     top = 0.0
     npc = 0
@@ -156,14 +157,14 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
             continue
         S = st_cm[ns - 1] if ns > 0 else 0.0
         xmax = min(rj, RB - top)
-        fmax = _fa(xmax, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+        fmax = _fa(xmax, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
         tol = 1e-12 * abs(aj * rj) + slack * IC[m + 1] + 1e-300  # rounding (the check decides)
         if fmax >= -tol or xmax < rj:
             if fmax < -tol:
                 return -1
             fmax = max(fmax, 0.0)
             xmin = max(0.0, rj - S)
-            flo = _fa(xmin, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+            flo = _fa(xmin, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
             if flo > 0.0:
                 if flo > tol:
                     return -2
@@ -177,11 +178,11 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                 mid = (kl + kh) // 2
                 xm = C[mid] - top
                 if xm > lo_x and xm < hi_x:
-                    fm = (IC[mid] - i_top) + _stack_integral(rj - xm, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v,
-                                                             m) - aj * rj
+                    fm = (IC[mid] - i_top) + _stack_integral(rj - xm, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC,
+                                                             v, m) - aj * rj
                 else:
                     xm = min(max(xm, lo_x), hi_x)
-                    fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                    fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
                 if fm <= 0.0:
                     lo_x, flo, kl = xm, fm, mid + 1
                 else:
@@ -201,7 +202,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                         fm = (IC[ku] + v[ku] * (top + xm - C[ku]) - i_top) + (st_ci[ns - 1] - st_ci[mid]) - aj * rj
                     else:
                         xm = min(max(xm, lo_x), hi_x)
-                        fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                        fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
                     if fm <= 0.0:
                         lo_x, flo, pl = xm, fm, mid + 1
                     else:
@@ -215,7 +216,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                     s2 = st_lo[p] + (S - rj + hi_x - base)
                     kl = np.searchsorted(C, s1, side="right")
                     kh = np.searchsorted(C, s2, side="left") - 1
-                    i_hi = _integral(st_hi[p], C, IC, v, m)
+                    i_hi = st_ih[p]
                     while kl <= kh:
                         mid = (kl + kh) // 2
                         xm = C[mid] - st_lo[p] + base - S + rj
@@ -224,7 +225,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                                   + (i_hi - IC[mid]) - aj * rj)
                         else:
                             xm = min(max(xm, lo_x), hi_x)
-                            fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, C, IC, v, m)
+                            fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
                         if fm <= 0.0:
                             lo_x, flo, kl = xm, fm, mid + 1
                         else:
@@ -252,7 +253,9 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                         prev_cm = st_cm[p - 1] if p > 0 else 0.0
                         prev_ci = st_ci[p - 1] if p > 0 else 0.0
                         st_cm[p] = prev_cm + (s_low - st_lo[p])
-                        st_ci[p] = prev_ci + (_integral(s_low, C, IC, v, m) - _integral(st_lo[p], C, IC, v, m))
+                        i_low = _integral(s_low, C, IC, v, m)
+                        st_ci[p] = prev_ci + (i_low - _integral(st_lo[p], C, IC, v, m))
+                        st_ih[p] = i_low
                         ns = p + 1
                     else:
                         ns = p
@@ -297,7 +300,9 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                 prev_cm = st_cm[ns - 1] if ns > 0 else 0.0
                 prev_ci = st_ci[ns - 1] if ns > 0 else 0.0
                 st_cm[ns] = prev_cm + d
-                st_ci[ns] = prev_ci + (_integral(top + d, C, IC, v, m) - _integral(top, C, IC, v, m))
+                i_d = _integral(top + d, C, IC, v, m)
+                st_ci[ns] = prev_ci + (i_d - _integral(top, C, IC, v, m))
+                st_ih[ns] = i_d
                 ns += 1
             tplo[npc], tphi[npc] = top + d, top + d + rj
             npc += 1
