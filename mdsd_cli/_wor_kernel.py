@@ -246,11 +246,25 @@ def _wor_hit_chain_loops(qs, n_eff, t, h, left, cutoff):  # pragma: no cover - c
     return H
 
 
+def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
+    """``H[k]`` for a pair without replacement in closed form: the pair misses the prefix iff
+    both draws lie in the suffix, ``sum_{y in suffix} r_y (S - q_y) = R S - sum r q`` with
+    ``r = q / (1 - q)``, ``S``, ``R`` the suffix masses (no cancellation while ``q <= 1/2``)."""
+    r = qs / (1.0 - qs)
+    S = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    R = np.concatenate((np.cumsum(r[::-1])[::-1], [0.0]))
+    W = np.concatenate((np.cumsum((r * qs)[::-1])[::-1], [0.0]))
+    return np.clip(1.0 - (R * S - W), 0.0, 1.0)
+
+
 def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:
     """``H[k] = P(X hits {chain[0..k-1]})`` for ``k = 0..V`` (``wor`` drafts), exact to ~1e-12.
 
     Uses the numba kernel when available, else :func:`wor_hit_chain_numpy`.
     """
+    qs = np.ascontiguousarray(qs, dtype=np.float64)
+    if min(int(n), int(np.count_nonzero(qs > 0))) == 2 and qs.max() <= 0.5 * qs.sum():
+        return pair_hit_chain(qs / qs.sum())
     kernel = compiled(_wor_hit_chain_loops)
     if kernel is None:
         return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)

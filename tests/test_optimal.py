@@ -134,6 +134,7 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
 
     rng = np.random.default_rng(8)
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)  # force the full-vocabulary path at small V
+    monkeypatch.setattr(optimal, "FAST_PAIRS", False)  # the quadrature (the boundary rule's fallback)
     for trial in range(60):
         p, q = random_pair(rng, int(rng.integers(3, 9)), zeros=False)
         if trial % 3 == 0:
@@ -154,6 +155,7 @@ def test_optimal_wor_pair_formula_with_a_dominant_draft_token(monkeypatch, rest)
     import mdsd_cli.verifiers.optimal as optimal
 
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)
+    monkeypatch.setattr(optimal, "FAST_PAIRS", False)
     rng = np.random.default_rng(11)
     V = 9
     for trial in range(6):

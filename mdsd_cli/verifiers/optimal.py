@@ -15,11 +15,13 @@ vocabulary plus a few passes over it; the coupling of a block is built the
 first time a step's drafts reach that block. Per step: ``n`` marks, one coin,
 at most one draw from the residual.
 
-``optimal-wor`` (:class:`OptimalWOR`): a Luce choice (exponential keys) whose
-weights are solved so that the chosen draft has law ``t``
-(:mod:`~mdsd_cli.verifiers.luce`): exact by enumeration of the draft sets for
-any ``n`` (small V), and at full vocabulary for ``n <= 2`` through the closed
-form of a pair's Luce law.
+``optimal-wor`` (:class:`OptimalWOR`): at n = 2, the boundary-mark rule of
+:mod:`~mdsd_cli.verifiers.boundary` in every block whose check passes (the
+ordered pair's first draft draws a mark from a martingale coupling, the second
+sits at its chain position); elsewhere, and for n >= 3, a Luce choice
+(exponential keys) whose weights are solved so that the chosen draft has law
+``t`` (:mod:`~mdsd_cli.verifiers.luce`): by enumeration of the draft sets (small
+V) or, for pairs, through the closed form of a pair's Luce law by quadrature.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ import numpy as np
 from .._jit import numba_enabled
 from .candidate import CandidateVerifier, chain_targets, iid_chain, priority_blocks
 from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, win_probabilities
-from .luce import LuceVerifier, _solve_blocks, solve_enumerated, wor_pair_plan
+from .luce import (
+    LuceVerifier,
+    _PairBlock,
+    _rest_mass,
+    _solve_blocks,
+    _solve_pair_block,
+    solve_enumerated,
+    wor_pair_plan,
+)
 
 #: First budget of chunks for a block's coupling (see :meth:`OptimalIID.curtain`).
 CHUNK_BUDGET = 64
@@ -199,6 +209,8 @@ class OptimalIID(CandidateVerifier):
 
 #: Largest number of draft sets the exact (enumerated) optimal-wor plan handles.
 MAX_WOR_SETS = 20_000
+#: Pairs (n = 2) use the boundary-mark rule where its check passes (False: Luce weights only).
+FAST_PAIRS = True
 
 
 class OptimalWOR(LuceVerifier):
@@ -239,6 +251,8 @@ class OptimalWOR(LuceVerifier):
             return blocks, np.ones(V), c, t, {"K": K, "blocks": 1, "iterations": 0, "residual": 0.0,
                                              "first_tail_block": None, "method": "single draft"}
         sets = math.comb(int(np.count_nonzero(q > 0)), k)
+        if k == 2 and FAST_PAIRS:
+            return self._boundary_plan(order, K, t, cuts, sets <= MAX_WOR_SETS)
         if sets <= MAX_WOR_SETS:
             return self._enumerated(order, K, t, cuts, q, n)
         if k == 2:
@@ -247,6 +261,75 @@ class OptimalWOR(LuceVerifier):
             f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}); "
             "at full vocabulary it is exact for n <= 2 only. Use optimal-iid (iid drafts), otm, or rrsw"
         )
+
+    def _boundary_plan(self, order, K, t, cuts, enumerable):
+        """Pairs (n = 2): the boundary-mark rule on every block whose check passes
+        (:mod:`~mdsd_cli.verifiers.boundary`), Luce weights on the others (by enumeration
+        when the pairs can be listed, else by quadrature)."""
+        from .boundary import build_block
+
+        q, V = self.q, self.V
+        rest = _rest_mass(q)
+        r = np.where(rest > 0.0, q / np.maximum(rest, 1e-300), 0.0)
+        Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
+        Lr = np.concatenate((np.cumsum(r[order][::-1])[::-1], [0.0]))
+        blocks, first_tail = priority_blocks(order, K, cuts, q)
+        weights, c = np.zeros(V), np.zeros(V)
+        self._rule = [None] * len(blocks)
+        self._local = np.zeros(V, dtype=np.int64)
+        fallback, block_of, law = [], None, None
+        for i, (tokens, end) in enumerate(blocks):
+            rule = build_block(tokens, r, q, t, Lq[end], Lr[end])
+            if rule is not None:
+                self._rule[i] = rule
+                c[rule.tokens] = rule.implied
+                self._local[rule.tokens] = np.arange(rule.tokens.size)
+                weights[tokens] = 1.0
+                continue
+            fallback.append(i)
+            if enumerable:
+                if law is None:
+                    law = self.draft_sampler.set_law(q, self.n)
+                    block_of = np.full(V, np.iinfo(np.int64).max, dtype=np.int64)
+                    for j, (tk, _) in enumerate(blocks):
+                        block_of[tk] = j
+                w, cb, _ = solve_enumerated(law.members, law.prob, block_of, tokens, t, V)
+            else:
+                w, cb, _ = _solve_pair_block(_PairBlock(tokens, q, t, Lq[end], Lr[end], rest))
+            weights[tokens], c[tokens] = w, cb
+        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": 0.0, "first_tail_block": first_tail,
+                "method": "boundary marks", "fast_blocks": len(blocks) - len(fallback),
+                "fallback_blocks": len(fallback)}
+        return [tokens for tokens, _ in blocks], weights, c, t, info
+
+    def choice(self, drafts):
+        if getattr(self, "_rule", None) is None:
+            return super().choice(drafts)
+        drafts = np.atleast_2d(drafts)
+        out = super().choice(drafts)  # earlier block wins; Luce inside fallback blocks
+        blk = self.block[drafts]
+        same = np.flatnonzero(blk[:, 0] == blk[:, 1])
+        for b in np.unique(blk[same, 0]):
+            rule = self._rule[int(b)]
+            if rule is None:
+                continue
+            rows = same[blk[same, 0] == b]
+            first = rule.first_wins(self._local[drafts[rows, 0]], self._local[drafts[rows, 1]])
+            out[rows, 0], out[rows, 1] = first, 1.0 - first
+        return out
+
+    def sample(self, drafts, rng):
+        if getattr(self, "_rule", None) is None:
+            return super().sample(drafts, rng)
+        drafts = np.atleast_2d(drafts)
+        M = drafts.shape[0]
+        first = self.choice(drafts)[:, 0]
+        z = np.where(rng.random(M) < first, drafts[:, 0], drafts[:, 1])
+        cdf = self.residual_cdf
+        out = np.minimum(np.searchsorted(cdf, rng.random(M) * cdf[-1], side="right"), self.V - 1)
+        keep = rng.random(M) < self.accept[z]
+        out[keep] = z[keep]
+        return out
 
     def _enumerated(self, order, K, t, cuts, q, n):
         law = self.draft_sampler.set_law(q, n)
