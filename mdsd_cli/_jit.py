@@ -37,3 +37,13 @@ def compiled(fn):
 
         _cache[fn] = numba.njit(cache=True, nogil=True)(fn)
     return _cache[fn]
+
+
+def kernel(fn):
+    """Decorator of a module's compiled kernels: ``numba.njit(cache=True, nogil=True)``
+    when numba is enabled at import, else ``fn`` itself (plain Python)."""
+    if not numba_enabled():
+        return fn
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(fn)

@@ -13,16 +13,7 @@ import math
 
 import numpy as np
 
-from .._jit import numba_enabled
-
-if numba_enabled():
-    import numba
-
-    def _jit(fn):
-        return numba.njit(cache=True, nogil=True)(fn)
-else:
-    def _jit(fn):
-        return fn
+from .._jit import kernel as _jit
 
 
 @_jit
