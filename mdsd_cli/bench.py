@@ -16,8 +16,9 @@ exact rate of rrs, kseq, nss, greedy, n = 8      one numpy.argsort              
 rrsw Monte Carlo, V = 32,000, n = 4              --                              >= 1e5 tuples/s
 chain vs primal-lp at the largest LP < 60 s      the LP's time                   >= 1e4x faster, |diff| <= 1e-6
 peak memory, α* iid for 1,024 pairs at V         the input arrays' size          <= 3x
-optimal-iid (n = 2, 4, 8), optimal-wor (n = 2):  one numpy.argsort of a row     <= 5x (iid),
-set-up + one step per pair, at V, for a batch                                    <= 10x (wor)
+optimal-iid (n = 2, 4, 8), optimal-wor (n = 2,  one numpy.argsort of a row     <= 5x (iid),
+4, 8): set-up + one step per pair, at V, for a                                   <= 10/20/50x (wor)
+batch
 at V = 32,000 and on pydoc-ngram; see
 :mod:`mdsd_cli.bench_optimal`
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node

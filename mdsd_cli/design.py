@@ -64,11 +64,13 @@ VERIFY_COLUMNS = ["verifier", "verifier_heldout"]
 
 def optimal_verifier_for(spec: str, n: int) -> str | None:
     """The verifier that reaches α* of draft law ``spec`` at full vocabulary, if there is one:
-    ``optimal-iid`` for iid drafts, ``optimal-wor`` for wor drafts at n <= 2 (any transform of q)."""
+    ``optimal-iid`` for iid drafts, ``optimal-wor`` for wor drafts at n <= 16 (any transform of q)."""
+    from .verifiers.chords import MAX_CHORD_DRAFTS
+
     s = get_sampler(spec)
     if s.kind == "iid":
         return "optimal-iid"
-    if s.kind == "wor" and n <= 2:
+    if s.kind == "wor" and n <= MAX_CHORD_DRAFTS:
         return "optimal-wor"
     return None
 

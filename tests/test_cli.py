@@ -253,7 +253,7 @@ def test_verify_all_monte_carlo_is_seeded_and_skips_otm_when_too_large():
     (["--verifier", "spec"], 2, "--verifier"),
     (["--verifier", "hub", "-n", "3"], 1, "n = 2 only"),
     (["--verifier", "otm", "--vocab", "5000"], 1, "small vocabularies"),
-    (["--verifier", "optimal-wor", "-n", "3", "--vocab", "3000"], 1, "n <= 2"),
+    (["--verifier", "optimal-wor", "-n", "17", "--vocab", "3000"], 1, "at most 16 drafts"),
     (["--verifier", "rrsw", "--method", "exact", "--vocab", "5000"], 1, "monte-carlo"),
     (["--verifier", "rrs", "--draft-law", "wor"], 1, "lossless for iid"),
     (["--method", "guess"], 2, "--method"),

@@ -433,10 +433,12 @@ def test_plan_rules():
                                  vocab_size=2380)
     labels = {s.label for s in specs}
     assert "2x4 hub/hub T=0.5" in labels and "4x3 hub/hub T=0.5" not in labels
-    assert "2x4 wor/optimal-wor T=1" in labels and "4x3 wor/optimal-wor T=1" not in labels
+    assert "2x4 wor/optimal-wor T=1" in labels and "4x3 wor/optimal-wor T=1" in labels  # any n <= 16
     assert {"plain T=0.5", "1x4 iid/rrs T=1", "1x3 iid/rrs T=1"} <= labels
     assert any("skipping hub on hub drafts for tree 4x3" in m for m in skipped)
-    assert any("optimal-wor" in m and "1,333,525,084,255 draft sets" in m for m in skipped)
+    specs, skipped = plan_decode(["17x1", "2x2"], ["optimal-wor"], vocab_size=2380)
+    assert {s.label for s in specs} >= {"2x2 wor/optimal-wor T=1"}
+    assert any("17x1" in m and "at most 16 drafts" in m for m in skipped)
     specs, _ = plan_decode(["2x2"], ["nss", "rrs"], samplers=["iid", "wor"], vocab_size=10, baselines=False)
     assert {(s.sampler, s.verifier) for s in specs} == {("iid", "nss"), ("wor", "nss"), ("iid", "rrs")}
     with pytest.raises(InputError, match="lossless for iid drafts only, not wor"):
@@ -445,8 +447,8 @@ def test_plan_rules():
         plan_decode(["2x2"], ["rrs"], samplers=["iid", "wor"], vocab_size=10)
     with pytest.raises(InputError, match="tree 4x3 has nodes with 4 children"):
         plan_decode(["4x3"], ["hub"], vocab_size=10)
-    with pytest.raises(SizeLimitError, match="optimal-wor cannot run on tree 4x3"):
-        plan_decode(["4x3"], ["optimal-wor"], vocab_size=2380)
+    with pytest.raises(SizeLimitError, match="optimal-wor cannot run on tree 17x1"):
+        plan_decode(["17x1"], ["optimal-wor"], vocab_size=2380)
     with pytest.raises(InputError, match="unknown verifier 'rss'"):
         plan_decode(["2x2"], ["rss"], vocab_size=10)
 
@@ -504,7 +506,7 @@ def test_cli_config_file_and_prompts_file(tmp_path):
     (["--sampler", "wor", "--verifier", "rrs"], 1, "verifier rrs is lossless for iid drafts only, not wor"),
     (["--tree", "4x3", "--verifier", "hub"], 1, "tree 4x3 has nodes with 4 children"),
     (["--tree", "8x6"], 1, "tree 8x6 has 299,593 nodes (limit 2,048)"),
-    (["--tree", "4x3", "--verifier", "optimal-wor"], 1, "optimal-wor at n = 4 needs the 1,333,525,084,255 draft sets"),
+    (["--tree", "17x1", "--verifier", "optimal-wor"], 1, "optimal-wor takes at most 16 drafts"),
     (["--verifier", "nope"], 1, "unknown verifier 'nope'"),
     (["--prompts", "missing.txt"], 1, "prompts file missing.txt not found"),
     (["--models", "gpt5"], 1, "unknown model pair 'gpt5'"),

@@ -185,8 +185,15 @@ def test_optimal_wor_at_larger_vocabulary_and_its_limits():
     mean, se = monte_carlo_rate(v, 40_000, np.random.default_rng(3))
     assert abs(mean - bound) <= 5 * se
     assert sampled_output_test(v, 150_000, np.random.default_rng(4)).pvalue > 1e-4
-    with pytest.raises(SizeLimitError, match="n <= 2"):
-        OptimalWOR(p, q, 3)
+    v = OptimalWOR(p, q, 4)  # nested chords: far beyond enumeration (3.4e12 draft sets)
+    assert v.info["method"] == "nested chords"
+    bound = optimal_acceptance(p, q, 4, sampler="wor")
+    assert v.exact_rate() == pytest.approx(bound, abs=1e-10)
+    mean, se = monte_carlo_rate(v, 20_000, np.random.default_rng(5))
+    assert abs(mean - bound) <= 5 * se
+    assert sampled_output_test(v, 60_000, np.random.default_rng(6)).pvalue > 1e-4
+    with pytest.raises(SizeLimitError, match="at most 16 drafts"):
+        OptimalWOR(p, q, 17)
 
 
 @pytest.mark.parametrize("name", ["optimal-iid", "optimal-wor"])

@@ -84,7 +84,8 @@ def test_run_benchmarks_quick_gives_every_figure():
     assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
     optimal = [r for r in rows if r["figure"].startswith("optimal")]
     assert [(r["figure"].split(" per pair")[0], r["n"]) for r in optimal] == [
-        ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), ("optimal-wor", 2), ("optimal-iid", 4),
+        ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), ("optimal-wor", 2), ("optimal-wor", 4),
+        ("optimal-wor", 8), ("optimal-iid", 4),
         ("optimal-iid", 4), ("optimal-iid", 4), ("optimal-iid", 5), ("optimal-iid", 5), ("optimal-iid", 5)]
     for r in optimal:  # the whole cost per pair, split into set-up and step, and the rate at alpha*
         assert "set-up" in r["note"] and "step" in r["note"] and r["baseline_s"] > 0

@@ -86,13 +86,14 @@ def _tight_cuts(T, H, K):
     return np.flatnonzero(tight)
 
 
-def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler):
+def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool = False):
     """The chain, the largest minimising prefix ``K``, the targets and the tight cuts.
 
     ``t = min(p, lambda q)`` on ``A* = chain[:K]`` (summing to ``P(X hits A*)``) and
     ``t = max(p, kappa q)`` after it (summing to ``P(X misses A*)``); the cuts are
     the chain prefixes where the cumulative target meets ``P(X hits A_k)``.
-    Returns ``(order, K, t, cuts)`` with ``t`` indexed by token.
+    Returns ``(order, K, t, cuts)`` with ``t`` indexed by token, and the hit
+    probabilities ``H[k] = P(X hits A_k)`` after them with ``hits=True``.
     """
     V = p.size
     order = ratio_order(p, q)
@@ -107,6 +108,8 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler):
     if K < V:
         t[tail] = _floored(p[tail], q[tail], float(1.0 - H[K]))
     T = np.concatenate(([0.0], np.cumsum(t[order])))
+    if hits:
+        return order, K, t, _tight_cuts(T, H, K), H
     return order, K, t, _tight_cuts(T, H, K)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._jit import numba_enabled
 from .candidate import CandidateVerifier, chain_targets, iid_chain, priority_blocks
+from .chords import MAX_CHORD_DRAFTS, ChordPlan
 from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, win_probabilities
 from .luce import (
     LuceVerifier,
@@ -211,17 +212,21 @@ class OptimalIID(CandidateVerifier):
 MAX_WOR_SETS = 20_000
 #: Pairs (n = 2) use the boundary-mark rule where its check passes (False: Luce weights only).
 FAST_PAIRS = True
+#: n >= 3 uses nested chords (False: Luce weights on enumerated draft sets, small V only).
+CHORDS = True
 
 
 class OptimalWOR(LuceVerifier):
     """Reaches α*_wor: block priority + Luce choice of a candidate, then speculative sampling.
 
-    Full vocabulary for n <= 2 (the Luce law of a pair has a closed form); any n
-    when the draft sets can be enumerated (at most ``MAX_WOR_SETS``).
+    Full vocabulary for every n <= 16: boundary marks in each priority block at n = 2
+    (:mod:`~mdsd_cli.verifiers.boundary`, Luce weights where its check fails), nested chords
+    at n >= 3 (:mod:`~mdsd_cli.verifiers.chords`).
     """
 
     name = "optimal-wor"
-    description = "optimal verifier for wor drafts (Luce choice in priority blocks + speculative sampling); reaches α*"
+    description = ("optimal verifier for wor drafts (boundary marks at n = 2, nested chords at n >= 3, in priority "
+                   "blocks + speculative sampling); reaches α*")
     default_sampler = "wor"
     samplers = ("wor",)
 
@@ -230,13 +235,10 @@ class OptimalWOR(LuceVerifier):
         from ..errors import SizeLimitError
 
         for row in np.atleast_2d(np.asarray(q)):
-            m = int(np.count_nonzero(row > 0))
-            k = min(n, m)
-            if k >= 3 and math.comb(m, k) > MAX_WOR_SETS:
+            if min(n, int(np.count_nonzero(row > 0))) > MAX_CHORD_DRAFTS:
                 raise SizeLimitError(
-                    f"optimal-wor at n = {n} needs the {math.comb(m, k):,} draft sets enumerated at V={row.size} "
-                    f"(limit {MAX_WOR_SETS:,}); at full vocabulary it is exact for n <= 2 only. Use optimal-iid "
-                    "(iid drafts), otm, or rrsw"
+                    f"optimal-wor takes at most {MAX_CHORD_DRAFTS} drafts (its choice works over the 2^n subsets "
+                    f"of the drafts); got n = {n}. Use rrsw for more drafts"
                 )
 
     def plan(self):
@@ -253,14 +255,27 @@ class OptimalWOR(LuceVerifier):
         sets = math.comb(int(np.count_nonzero(q > 0)), k)
         if k == 2 and FAST_PAIRS:
             return self._boundary_plan(order, K, t, cuts, sets <= MAX_WOR_SETS)
+        if k >= 3 and CHORDS:
+            self.check_size(q, n, self.draft_sampler)
+            return self._chord_plan()
         if sets <= MAX_WOR_SETS:
             return self._enumerated(order, K, t, cuts, q, n)
         if k == 2:
             return wor_pair_plan(p, q, order, K, t, cuts)
         raise SizeLimitError(
-            f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}); "
-            "at full vocabulary it is exact for n <= 2 only. Use optimal-iid (iid drafts), otm, or rrsw"
+            f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}) "
+            "with the nested chords switched off"
         )
+
+    def _chord_plan(self):
+        """Any n >= 3: nested chords in every priority block (:mod:`~mdsd_cli.verifiers.chords`);
+        the rule's law is the candidate law ``t`` itself."""
+        order, K, t, cuts, H = chain_targets(self.p, self.q, self.n, self.draft_sampler, hits=True)
+        blocks, first_tail = priority_blocks(order, K, cuts, self.q)
+        self._chords = ChordPlan(self.q, order, t, cuts, H)
+        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": 0.0, "first_tail_block": first_tail,
+                "method": "nested chords"}
+        return [tokens for tokens, _ in blocks], np.ones(self.V), t.copy(), t, info
 
     def _boundary_plan(self, order, K, t, cuts, enumerable):
         """Pairs (n = 2): the boundary-mark rule on every block whose check passes
@@ -303,6 +318,8 @@ class OptimalWOR(LuceVerifier):
         return [tokens for tokens, _ in blocks], weights, c, t, info
 
     def choice(self, drafts):
+        if getattr(self, "_chords", None) is not None:
+            return self._chord_choice(drafts)
         if getattr(self, "_rule", None) is None:
             return super().choice(drafts)
         drafts = np.atleast_2d(drafts)
@@ -318,13 +335,28 @@ class OptimalWOR(LuceVerifier):
             out[rows, 0], out[rows, 1] = first, 1.0 - first
         return out
 
-    def sample(self, drafts, rng):
-        if getattr(self, "_rule", None) is None:
-            return super().sample(drafts, rng)
+    def _chord_choice(self, drafts):
         drafts = np.atleast_2d(drafts)
-        M = drafts.shape[0]
-        first = self.choice(drafts)[:, 0]
-        z = np.where(rng.random(M) < first, drafts[:, 0], drafts[:, 1])
+        out = np.zeros(drafts.shape)
+        for r in range(drafts.shape[0]):
+            tokens, first = np.unique(drafts[r], return_index=True)
+            out[r, first] = self._chords.choice(tokens)
+        return out
+
+    def sample(self, drafts, rng):
+        if getattr(self, "_chords", None) is not None:
+            drafts = np.atleast_2d(drafts)
+            M = drafts.shape[0]
+            u = rng.random((M, 2))
+            z = np.array([self._chords.pick(np.unique(row), a, b) for row, (a, b) in zip(drafts, u)],
+                         dtype=np.int64)
+        elif getattr(self, "_rule", None) is None:
+            return super().sample(drafts, rng)
+        else:
+            drafts = np.atleast_2d(drafts)
+            M = drafts.shape[0]
+            first = self.choice(drafts)[:, 0]
+            z = np.where(rng.random(M) < first, drafts[:, 0], drafts[:, 1])
         cdf = self.residual_cdf
         out = np.minimum(np.searchsorted(cdf, rng.random(M) * cdf[-1], side="right"), self.V - 1)
         keep = rng.random(M) < self.accept[z]

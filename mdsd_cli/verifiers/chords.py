@@ -1,0 +1,210 @@
+"""Nested chords: the choice of one draft among drafts without replacement, any n.
+
+Inside a priority block (tokens ``a .. b`` of the chain, everything above it missed)
+the candidate's cumulative law ``T`` and the hit curve ``H`` (``P(X hits A_k)``),
+both against the cumulative draft mass ``Q``, are concave, ``T <= H``, and they meet
+at the block's ends. ``T`` is then a mixture of the chord interpolants of ``H``: split
+the segment at the boundary ``c`` of largest relative tightness
+``rho = (T - chord_T) / (H - chord_H)``; the segment's own chord takes the mixture weight
+``rho_parent - rho`` and the two halves recurse. With one uniform ``U`` this is a random
+nested partition of the block; the rule takes the segment of that partition holding
+the drafts' highest chain position, and inside it one of its drafts with the *flat* law
+``q_y (H(b) - H(a)) / (Q(b) - Q(a))``.
+
+The flat law comes from the segment rule (:func:`_segment_rule`): the first drafted
+token of the segment, plus ``kappa = Q(a) / (Q(b) - Q(a))`` times the swap of that token
+with the last draft when the last draft is in the segment too, averaged over the
+orders of the drafted set. Conditioned on missing the chain above the segment, a wor
+tuple is tilted by ``prod_k (1 - Q(a) - Q_{k-1}) / (1 - Q_{k-1})``; the swap undoes
+exactly that tilt (docs/theory.md).
+
+Everything the rule needs comes from the chain: no per-token integrals. The splits are
+computed when a step first needs them and kept (one pass over the segment each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Largest number of drafts the segment rule takes (it works over the 2^n subsets of the drafts).
+MAX_CHORD_DRAFTS = 16
+
+
+def _kernels():
+    from . import _chord_kernels
+
+    return _chord_kernels
+
+
+def segment_rule_extended(qS: np.ndarray, inG: np.ndarray, rest: float) -> tuple[np.ndarray, np.ndarray]:
+    """The segment rule (:func:`~mdsd_cli.verifiers._chord_kernels._segment_rule`) in extended
+    precision (numpy's long double, whose exponent reaches 10^±4931 on x86), for remaining
+    masses so close to the float64 floor that the compiled recursion over- or underflows."""
+    ld = np.longdouble
+    n = qS.size
+    if np.finfo(ld).maxexp <= np.finfo(np.float64).maxexp:
+        raise ArithmeticError("optimal-wor: draft masses at the float64 floor need extended precision (long "
+                              "double), which this platform lacks; use rrsw")
+    q = qS.astype(ld)
+    full, N = (1 << n) - 1, 1 << n
+    gmask = sum(1 << i for i in range(n) if inG[i])
+    rem = np.array([ld(rest) + sum((q[i] for i in range(n) if not (U >> i) & 1), ld(0)) for U in range(N)])
+    alpha = np.zeros(N, dtype=ld)
+    aF = np.zeros((N, n), dtype=ld)
+    alpha[0] = 1
+    for U in sorted(range(N), key=lambda u: bin(u).count("1")):
+        if alpha[U] == 0:
+            continue
+        for w in range(n):
+            if (U >> w) & 1:
+                continue
+            V, f = U | (1 << w), q[w] / rem[U]
+            alpha[V] += alpha[U] * f
+            if inG[w] and not (U & gmask):
+                aF[V, w] += alpha[U] * f
+            aF[V] += aF[U] * f
+    base, slope = np.zeros(n), np.zeros(n)
+    for z in np.flatnonzero(inG):
+        b = sum((aF[full ^ (1 << g), z] * q[g] / rem[full ^ (1 << g)] for g in np.flatnonzero(inG) if g != z), ld(0))
+        Uz = full ^ (1 << z)
+        c = alpha[Uz] * q[z] / rem[Uz] if Uz & gmask else ld(0)
+        base[z] = float(aF[full, z] / alpha[full])
+        slope[z] = float((b - c) / alpha[full])
+    if not (np.isfinite(base).all() and np.isfinite(slope).all()):
+        raise ArithmeticError("optimal-wor: the segment rule over- or underflows even in extended precision")
+    return base, slope
+
+
+class ChordPlan:
+    """The nested-chord rule for every priority block of one ``(p, q, n)``.
+
+    ``order`` is the chain, ``t`` the candidate law (indexed by token), ``cuts`` the block
+    boundaries (chain positions, with 0 and V), ``H`` the hit probabilities along the chain.
+    """
+
+    def __init__(self, q: np.ndarray, order: np.ndarray, t: np.ndarray, cuts: np.ndarray, H: np.ndarray):
+        self.q = q
+        self.order = order
+        self.V = order.size
+        self.pos = np.empty(self.V, dtype=np.int64)
+        self.pos[order] = np.arange(self.V)
+        self.cuts = np.asarray(cuts, dtype=np.int64)
+        self.t = t
+        self.H = np.asarray(H, dtype=np.float64)
+        self.qs = q[order]
+        self.above = np.concatenate(([0.0], np.cumsum(self.qs)))  # Q(a): draft mass above position a
+        self.total = float(q.sum())
+        self._blocks: dict[int, tuple] = {}
+        self.k = _kernels()
+
+    # --- the blocks and their splits -------------------------------------------------------
+    def block_of(self, position: int) -> int:
+        return int(np.searchsorted(self.cuts, position, side="right") - 1)
+
+    def _block(self, i: int):
+        """Block ``i``: its first position, cumulative arrays (relative to that position) and
+        its tree of splits (built on first use, in one compiled pass per split)."""
+        got = self._blocks.get(i)
+        if got is None:
+            A, B = int(self.cuts[i]), int(self.cuts[i + 1])
+            tok = self.order[A:B]
+            T = np.concatenate(([0.0], np.cumsum(self.t[tok])))
+            Q = np.concatenate(([0.0], np.cumsum(self.qs[A:B])))
+            H = self.H[A:B + 1] - self.H[A]
+            got = (A, Q, self.k._tree_hull(T, H, Q))
+            self._blocks[i] = got
+        return got
+
+    def path(self, j: int) -> list[tuple[int, int, float]]:
+        """The segments (chain positions ``[a, b)``) holding position ``j`` at every level, each
+        with the probability that the uniform ``U`` stops there (they sum to 1)."""
+        A, _, (na, nb, nrho, nc, nl, nr) = self._block(self.block_of(j))
+        out, ceiling, i = [], 1.0, 0
+        while True:
+            rho = float(nrho[i]) if nc[i] >= 0 else 0.0
+            out.append((A + int(na[i]), A + int(nb[i]), ceiling - rho))
+            if nc[i] < 0:
+                return out
+            ceiling = rho
+            i = int(nl[i]) if j - A < nc[i] else int(nr[i])
+
+    def segment(self, j: int, u: float) -> tuple[int, int]:
+        """The segment the rule uses for position ``j`` and a uniform ``u``."""
+        A, _, (na, nb, nrho, nc, nl, nr) = self._block(self.block_of(j))
+        i = self.k._walk(nrho, nc, nl, nr, j - A, u)
+        return A + int(na[i]), A + int(nb[i])
+
+    # --- the rule inside a segment ------------------------------------------------------------
+    def _rest(self, drafts: np.ndarray) -> float:
+        """Draft mass outside the drafted set, without cancellation when the set holds most of it."""
+        inside = float(self.q[drafts].sum())
+        if inside <= 0.5 * self.total:
+            return self.total - inside
+        mask = np.ones(self.V, dtype=bool)
+        mask[drafts] = False
+        return float(self.q[mask].sum())
+
+    def _parts(self, drafts: np.ndarray, inG: np.ndarray, rest: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(base, slope)``: the segment rule's probabilities are ``base + kappa * slope``."""
+        base, slope = np.zeros(drafts.size), np.zeros(drafts.size)
+        if inG.sum() == 1:
+            base[inG] = 1.0
+            return base, slope
+        qS = np.ascontiguousarray(self.q[drafts], dtype=np.float64)
+        self.k._segment_rule(qS, inG, rest, base, slope)
+        if not (np.isfinite(base).all() and np.isfinite(slope).all()):
+            base, slope = segment_rule_extended(qS, inG, rest)  # masses near the float64 floor
+        return base, slope
+
+    def _kappa(self, a: int, b: int) -> float:
+        """``Q(a) / (Q(b) - Q(a))``: the draft mass above the segment over the segment's."""
+        A, Q, _ = self._block(self.block_of(a))
+        return float(self.above[a]) / float(Q[b - A] - Q[a - A])
+
+    @staticmethod
+    def _checked(w: np.ndarray) -> np.ndarray:
+        if w.min() < -1e-9:  # never seen; the rule's law would not be the flat one
+            raise ArithmeticError(f"optimal-wor: the segment rule gave a negative probability {w.min():.3e}")
+        return np.maximum(w, 0.0)
+
+    def rule(self, drafts: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Choice probabilities over ``drafts`` (distinct tokens) in the segment ``[a, b)``."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        inG = (self.pos[drafts] >= a) & (self.pos[drafts] < b)
+        base, slope = self._parts(drafts, inG, self._rest(drafts))
+        return self._checked(base + self._kappa(a, b) * slope)
+
+    def choice(self, drafts: np.ndarray) -> np.ndarray:
+        """``P(Z = x_i | X)`` for one tuple of distinct drafts: the segment rule on every level
+        of the path, grouped into runs where the segment holds the same drafts (the rule is
+        affine in ``kappa``, so a run needs one evaluation, checked at its two ends)."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        j = int(self.pos[drafts].min())
+        i = self.block_of(j)
+        A, Q, tree = self._block(i)
+        where = self.pos[drafts] - A
+        n = drafts.size
+        masks = np.zeros(n + 1, dtype=np.int64)
+        weights, wkappa, klo, khi = (np.zeros(n + 1) for _ in range(4))
+        runs = self.k._path_groups(*tree, Q, float(self.above[A]), where, j - A, masks, weights, wkappa, klo, khi)
+        rest = self._rest(drafts)
+        out = np.zeros(n)
+        bits = 1 << np.arange(n)
+        for r in range(runs):
+            inG = (int(masks[r]) & bits) > 0
+            base, slope = self._parts(drafts, inG, rest)
+            self._checked(base + klo[r] * slope)  # affine in kappa: both ends cover every level
+            self._checked(base + khi[r] * slope)
+            out += weights[r] * base + wkappa[r] * slope
+        return np.maximum(out, 0.0)
+
+    def pick(self, drafts: np.ndarray, u: float, v: float) -> int:
+        """The chosen draft for one tuple, from two uniforms (the level and the draw in the segment)."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        a, b = self.segment(int(self.pos[drafts].min()), u)
+        w = self.rule(drafts, a, b)
+        k = int(np.searchsorted(np.cumsum(w), v * w.sum(), side="right"))
+        return int(drafts[min(k, drafts.size - 1)])
+
+
+__all__ = ["MAX_CHORD_DRAFTS", "ChordPlan"]

@@ -1,0 +1,181 @@
+"""optimal-wor for n >= 3: nested chords and the flat segment rule, against enumeration and the LP."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mdsd_cli import optimal_acceptance
+from mdsd_cli.samplers import get_sampler
+from mdsd_cli.verifiers import enumerated_rate, output_distribution
+from mdsd_cli.verifiers._chord_kernels import _segment_rule
+from mdsd_cli.verifiers.chords import ChordPlan
+from mdsd_cli.verifiers.optimal import OptimalWOR
+
+
+def _ordered_tuples(q, n):
+    """Every ordered wor tuple with its probability (remaining mass summed, no 1 - used)."""
+    support = [i for i in range(q.size) if q[i] > 0]
+    out = []
+    for tup in itertools.permutations(support, min(n, len(support))):
+        prob, used = 1.0, set()
+        for x in tup:
+            prob *= q[x] / sum(q[j] for j in support if j not in used)
+            used.add(x)
+        out.append((tup, prob))
+    return out
+
+
+def _hit(tuples, A):
+    return sum(prob for tup, prob in tuples if any(x in A for x in tup))
+
+
+def _case(rng, V, mode):
+    if mode == 0:
+        return rng.dirichlet(np.ones(V) * 0.4), rng.dirichlet(np.ones(V) * 0.4)
+    if mode == 1:  # ties in p and q
+        p, q = rng.integers(1, 4, V).astype(float), rng.integers(1, 4, V).astype(float)
+        return p / p.sum(), q / q.sum()
+    if mode == 2:  # one draft token with q near 1
+        q = rng.dirichlet(np.ones(V)) * 1e-3
+        q[rng.integers(V)] = 1.0
+        return rng.dirichlet(np.ones(V)), q / q.sum()
+    if mode == 3:  # zeros in p and q
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        p[rng.integers(V)] = 0.0
+        q[rng.integers(V)] = 0.0
+        return p / p.sum(), q / q.sum()
+    p = np.zeros(V)  # one-hot target
+    p[rng.integers(V)] = 1.0
+    return p, rng.dirichlet(np.ones(V) * 2)
+
+
+def test_segment_rule_has_the_flat_law_below_any_missed_prefix():
+    """The identity the construction rests on: for drafts that miss the chain above a segment G
+    and hit G, the segment rule picks y in G with probability q_y (f(E u G) - f(E)) / q(G)."""
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        V, n = int(rng.integers(4, 8)), 3 + trial % 3
+        q = rng.dirichlet(np.ones(V) * [0.3, 1.0, 3.0][trial % 3])
+        order = rng.permutation(V)
+        tuples = _ordered_tuples(q, n)
+        plan = ChordPlan(q, order, q.copy(), np.array([0, V]), np.zeros(V + 1))
+        a = int(rng.integers(0, V - 1))
+        b = int(rng.integers(a + 2, V + 1))
+        E, G = set(order[:a].tolist()), set(order[a:b].tolist())
+        law = np.zeros(V)
+        for tup, prob in tuples:
+            if any(x in E for x in tup) or not any(x in G for x in tup):
+                continue
+            drafts = np.array(sorted(tup))
+            law[drafts] += prob * plan.rule(drafts, a, b)
+        flat = (_hit(tuples, E | G) - _hit(tuples, E)) / q[list(G)].sum()
+        np.testing.assert_allclose(law[list(G)], q[list(G)] * flat, rtol=0, atol=1e-14)
+        assert law[[x for x in range(V) if x not in G]].max(initial=0.0) == 0.0
+
+
+def test_segment_rule_recursion_equals_the_sum_over_orders():
+    rng = np.random.default_rng(9)
+    for trial in range(40):
+        n = 2 + trial % 5
+        qS = rng.dirichlet(np.ones(n + 2))[:n]
+        inG = rng.random(n) < 0.6
+        inG[rng.integers(n)] = True
+        m0, kappa = 1.0 - qS.sum(), float(rng.exponential())
+        base, slope = np.zeros(n), np.zeros(n)
+        _segment_rule(qS, inG, m0, base, slope)
+        brute, total = np.zeros(n), 0.0
+        for perm in itertools.permutations(range(n)):
+            prob, rem = 1.0, m0 + qS.sum()
+            for i in perm:
+                prob *= qS[i] / rem
+                rem -= qS[i]
+            total += prob
+            first = next(i for i in perm if inG[i])
+            brute[first] += prob
+            if inG[perm[-1]] and perm[-1] != first:
+                brute[first] += kappa * prob
+                brute[perm[-1]] -= kappa * prob
+        np.testing.assert_allclose(base + kappa * slope, brute / total, rtol=0, atol=1e-13)
+
+
+def test_optimal_wor_nested_chords_hundreds_of_small_cases():
+    """Exactly lossless and exactly optimal: output law = p, acceptance = α*_wor (subsets, and
+    the LP on every tenth case), with ties, zeros, one-hot targets and q near 1."""
+    rng = np.random.default_rng(18)
+    for trial in range(240):
+        V = int(rng.integers(4, 8))
+        n = 3 + trial % 2
+        p, q = _case(rng, V, trial % 5)
+        v = OptimalWOR(p, q, n)
+        if min(n, int((q > 0).sum())) >= 3:
+            assert v.info["method"] == "nested chords"
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
+        bound = optimal_acceptance(p, q, n, sampler="wor", solver="subsets")
+        assert enumerated_rate(v) == pytest.approx(bound, abs=1e-12), (p, q, n)
+        assert v.exact_rate() == pytest.approx(bound, abs=1e-12)
+        if trial % 10 == 0:
+            lp = optimal_acceptance(p, q, n, sampler="wor", solver="primal-lp")
+            assert enumerated_rate(v) == pytest.approx(lp, abs=1e-9)
+
+
+def test_chord_mixture_is_the_candidate_law_at_larger_vocabulary():
+    """Without enumeration (V = 3,000, n = 4 and 8): every block's tree of splits mixes the
+    flat chord laws into exactly t, and every level's weight is a probability."""
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.verifiers.candidate import chain_targets
+
+    pair = zipf_pairs(1, 3000, seed=12)
+    p, q = pair.target[0], pair.draft[0]
+    for n in (4, 8):
+        order, K, t, cuts, H = chain_targets(p, q, n, get_sampler("wor"), hits=True)
+        plan = ChordPlan(q, order, t, cuts, H)
+        law = np.zeros(q.size)
+        for i in range(len(cuts) - 1):
+            A, Q, (na, nb, nrho, nc, nl, nr) = plan._block(i)
+            ceiling = np.ones(na.size)
+            ceiling[nl[nc >= 0]] = nrho[nc >= 0]
+            ceiling[nr[nc >= 0]] = nrho[nc >= 0]
+            weight = ceiling - np.where(nc >= 0, nrho, 0.0)
+            assert weight.min() >= 0.0 and ceiling.max() <= 1.0
+            HB = H[A:A + Q.size] - H[A]
+            for a, b, w in zip(na, nb, weight):
+                slope = (HB[b] - HB[a]) / (Q[b] - Q[a])
+                law[order[A + a:A + b]] += w * slope * q[order[A + a:A + b]]
+        assert np.abs(law - t).max() <= 1e-12
+        assert sum(len(plan._block(i)[2][0]) for i in range(len(cuts) - 1)) >= 2 * (len(cuts) - 1)
+
+
+def test_sampled_choices_follow_the_exact_choice_law():
+    """pick() (a level U, then a draw in the segment) against choice() on fixed tuples."""
+    from scipy.stats import chisquare
+
+    from mdsd_cli import zipf_pairs
+
+    pair = zipf_pairs(1, 400, seed=3)
+    p, q = pair.target[0], pair.draft[0]
+    v = OptimalWOR(p, q, 4)
+    rng = np.random.default_rng(1)
+    tuples = get_sampler("wor").sample(q, 4, rng, 6)
+    for row in tuples:
+        law = v.choice(row[None, :])[0]
+        assert law.sum() == pytest.approx(1.0, abs=1e-12) and law.min() >= 0.0
+        picks = [v._chords.pick(np.unique(row), *rng.random(2)) for _ in range(4000)]
+        counts = np.array([picks.count(x) for x in row])
+        keep = law > 0
+        if keep.sum() > 1:
+            assert chisquare(counts[keep], 4000 * law[keep]).pvalue > 1e-4
+        assert counts[~keep].sum() == 0
+
+
+def test_chain_order_of_the_tuples_does_not_matter():
+    """The rule sees the drafted set: the same tuple in another order gets the same choice law."""
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(30) * 0.5)
+    v = OptimalWOR(p, q, 5)
+    row = get_sampler("wor").sample(q, 5, rng, 1)[0]
+    law = dict(zip(row, v.choice(row[None, :])[0]))
+    shuffled = rng.permutation(row)
+    again = dict(zip(shuffled, v.choice(shuffled[None, :])[0]))
+    for x in row:
+        assert again[x] == pytest.approx(law[x], abs=1e-15)
