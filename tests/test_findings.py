@@ -46,7 +46,12 @@ def test_refused_optimal_wor_cells_show_the_bound_and_its_gain_over_rrsw(tmp_pat
               for s, a in (("iid", i), ("wor", w), ("greedy", i))]
     runs = [_row(n, "verify", v, "wor" if v == "rrsw" else "iid", m) for n, m in ((1, 0.5), (2, 0.58))
             for v in ("rrs", "rrsw", "kseq")]
+    runs += [_row(1, "verify", "optimal-wor", "wor", 0.5, 0.5), _row(2, "verify", "optimal-wor", "wor", None,
+                                                                    status="refused")]
     _write(tmp_path, "num-drafts", bounds + runs)
-    table = [line for line in f.num_drafts(tmp_path) if line.startswith("| toy |")]
-    assert [line.rsplit("|", 2)[-2].strip() for line in table] == ["+0.0000", "+0.0700"]
-    assert all("refused" in line for line in table)  # optimal-wor never ran in this toy table
+    text = f.num_drafts(tmp_path)
+    table = [line for line in text if line.startswith("| toy |")]
+    # measured where optimal-wor ran (n = 1), the bound where it was refused (n = 2)
+    assert [line.rsplit("|", 2)[-2].strip() for line in table] == ["+0.0000", "+0.0700 (α* wor)"]
+    assert [line.split("|")[-3].strip() for line in table] == ["0.5000", "refused"]  # the optimal-wor column
+    assert "Where optimal-wor was refused" in "\n".join(text)
