@@ -13,6 +13,36 @@ from .._jit import kernel as _jit
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
+#: Gaps ``H - chord_H`` below this are rounding (the hit curve is accurate to ~1e-13): no split
+#: there, so noise is never divided by noise (the law then misses ``t`` by at most about this).
+GAP_FLOOR = 1e-13
+
+
+@_jit
+def _prefix2(x):
+    """Prefix sums of ``x`` in double-double: ``hi[k] + lo[k] = sum(x[:k])`` to ~1e-32 relative, so
+    that the mass of a segment far down a block, ``(hi[b] - hi[a]) + (lo[b] - lo[a])``, keeps its
+    digits however small it is next to what lies above it."""
+    m = x.shape[0]
+    hi = np.zeros(m + 1)
+    lo = np.zeros(m + 1)
+    s, c = 0.0, 0.0
+    for k in range(m):
+        y = x[k]
+        t = s + y
+        if abs(s) >= abs(y):
+            c += (s - t) + y
+        else:
+            c += (y - t) + s
+        s = t
+        hi[k + 1] = s
+        lo[k + 1] = c
+    return hi, lo
+
+
+@_jit
+def _mass(hi, lo, a, b):
+    return (hi[b] - hi[a]) + (lo[b] - lo[a])
 
 
 @_jit
@@ -32,7 +62,7 @@ def _split(T, H, Q, a, b):
     for x in range(a + 1, b):
         w = (Q[x] - Q[a]) / dq
         gH = (H[x] - H[a]) - w * dH
-        if gH <= 0.0:
+        if gH <= GAP_FLOOR:
             continue
         r = ((T[x] - T[a]) - w * dT) / gH
         if r > best * (1.0 + 1e-12):
@@ -141,7 +171,7 @@ def _walk(nrho, nc, nl, nr, j, u):
 
 
 @_jit
-def _path_groups(na, nb, nrho, nc, nl, nr, Q, above0, where, j, masks, weights, wkappa, klo, khi):
+def _path_groups(na, nb, nrho, nc, nl, nr, Qh, Ql, above0, where, j, masks, weights, wkappa, klo, khi):
     """The levels of ``U`` along block position ``j``'s path, grouped into runs of equal
     membership of the drafts (block positions ``where``; -1 outside the block) in the
     segment: per run its bit mask, total weight, weight times ``kappa`` and the range of
@@ -159,7 +189,7 @@ def _path_groups(na, nb, nrho, nc, nl, nr, Q, above0, where, j, masks, weights, 
             for k in range(where.shape[0]):
                 if where[k] >= a and where[k] < b:
                     mask |= 1 << k
-            kappa = (above0 + Q[a]) / (Q[b] - Q[a])
+            kappa = (above0 + Qh[a]) / _mass(Qh, Ql, a, b)
             if mask != last:
                 runs += 1
                 masks[runs] = mask
@@ -180,7 +210,7 @@ def _path_groups(na, nb, nrho, nc, nl, nr, Q, above0, where, j, masks, weights, 
 
 
 @_jit
-def _tree_hull(T, H, Q):
+def _tree_hull(T, H, Q, use_hull):
     """Every split of one block (boundaries ``0 .. m``): arrays ``(a, b, rho, c, left, right)``
     per node, node 0 the block; ``rho`` is capped by the parent's (the levels of ``U`` nest)
     and is 0 at leaves (``c = left = right = -1``). A split is found by a scan of its segment
@@ -220,13 +250,14 @@ def _tree_hull(T, H, Q):
         i = pending[npend]
         a, b = na[i], nb[i]
         have_hull = False
+        hull_ok = use_hull
         steps = 0
         top = 0
         L = 0
         # down the right spine of node i: plain scans first; a spine that keeps going right
         # gets a hull (anchored at b) after two steps, and every later split costs O(log m)
         while True:
-            if not have_hull and steps >= 2 and b - a > 64:
+            if not have_hull and hull_ok and steps >= 2 and b - a > 64:
                 have_hull = True
                 top = 0
                 L = 0
@@ -235,9 +266,12 @@ def _tree_hull(T, H, Q):
                     v = Q[b] - Q[x]
                     if v <= 0.0:
                         continue
-                    # K is nonincreasing in x up to rounding (where H is within ulps of 1); keep it so
-                    kmax = max(kmax, (H[b] - H[x]) / v)
-                    K[x] = kmax
+                    kx = (H[b] - H[x]) / v
+                    if kx < kmax:  # H rises by rounding only here: the hull's order fails, scan instead
+                        hull_ok = False
+                        break
+                    kmax = kx
+                    K[x] = kx
                     U[x] = (T[b] - T[x]) / v
                     old_top = top
                     while top >= 2:
@@ -260,6 +294,8 @@ def _tree_hull(T, H, Q):
                         hs[top] = x
                         top += 1
                     L += 1
+                if not hull_ok:
+                    have_hull = False
             rho = 0.0
             c = -1
             if not have_hull:
@@ -290,6 +326,9 @@ def _tree_hull(T, H, Q):
                             hi = mid
                     c = hs[lo_]
                     rho = (Ua - U[c]) / (Ka - K[c]) if Ka > K[c] else 0.0
+                    w_c = (Q[c] - Q[a]) / (Q[b] - Q[a])
+                    if (H[c] - H[a]) - w_c * (H[b] - H[a]) <= GAP_FLOOR:  # rounding: scan this one
+                        rho, c = _split(T, H, Q, a, b)
             if c < 0 or rho <= FLAT:
                 break
             nrho[i] = min(rho, ceil[i])
@@ -312,3 +351,35 @@ def _tree_hull(T, H, Q):
             a = c
             steps += 1
     return na[:count], nb[:count], nrho[:count], nc[:count], nl[:count], nr[:count]
+
+
+@_jit
+def _mixture_law(na, nb, nrho, nc, nl, nr, H, Qh, Ql, q, out):
+    """The law the tree's rule gives on the block's tokens (masses ``q``), into ``out``: a token's
+    ratio is the sum, over the nodes on its path, of each node's weight times its chord's slope
+    (summed down each path, so the steep slopes of segments of tiny mass never meet the others;
+    segment masses from the double-double prefix sums ``Qh + Ql``)."""
+    count = na.shape[0]
+    stack = np.empty(count, np.int64)
+    acc = np.zeros(count)
+    ceil = np.ones(count)
+    stack[0] = 0
+    ns = 1
+    while ns > 0:
+        ns -= 1
+        i = stack[ns]
+        a, b = na[i], nb[i]
+        rho = nrho[i] if nc[i] >= 0 else 0.0
+        w = ceil[i] - rho
+        dq = _mass(Qh, Ql, a, b)
+        if w != 0.0 and dq > 0.0:
+            acc[i] += w * (H[b] - H[a]) / dq
+        if nc[i] >= 0:
+            for child in (nl[i], nr[i]):
+                acc[child] = acc[i]
+                ceil[child] = rho
+                stack[ns] = child
+                ns += 1
+        else:
+            for k in range(a, b):
+                out[k] = max(acc[i], 0.0) * q[k]

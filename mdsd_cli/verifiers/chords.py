@@ -24,10 +24,16 @@ computed when a step first needs them and kept (one pass over the segment each).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: Largest number of drafts the segment rule takes (it works over the 2^n subsets of the drafts).
 MAX_CHORD_DRAFTS = 16
+#: A block whose tree mixes its chords into more than this away from ``t`` is rebuilt by scans only.
+MIXTURE_TOLERANCE = 1e-13
+#: Up to this the mixture's distance from ``t`` is the hit curve's quadrature error, not the tree's.
+TRUSTED = 1e-9
 
 
 def _kernels():
@@ -75,6 +81,52 @@ def segment_rule_extended(qS: np.ndarray, inG: np.ndarray, rest: float) -> tuple
     return base, slope
 
 
+def segment_rule_decimal(qS: np.ndarray, inG: np.ndarray, rest: float, kappa: float) -> tuple[np.ndarray, np.ndarray]:
+    """The segment rule's ``(base, slope)`` in decimal arithmetic with enough digits that
+    ``base + kappa * slope`` keeps 1e-16 of precision: the correction's two sums cancel to about
+    ``1/kappa`` of their size when the segment's mass is tiny next to the mass above it."""
+    import decimal
+
+    n = qS.size
+    ctx = decimal.Context(prec=int(34 + max(0.0, math.log10(max(kappa, 1.0)))))
+    D = ctx.create_decimal_from_float
+    q = [D(float(x)) for x in qS]
+    full, N = (1 << n) - 1, 1 << n
+    gmask = sum(1 << i for i in range(n) if inG[i])
+    zero = D(0.0)
+    rem = [ctx.add(D(float(rest)), sum((q[i] for i in range(n) if not (U >> i) & 1), zero)) for U in range(N)]
+    alpha = [zero] * N
+    aF = [[zero] * n for _ in range(N)]
+    alpha[0] = D(1.0)
+    for U in sorted(range(N), key=lambda u: bin(u).count("1")):
+        if alpha[U] == 0:
+            continue
+        for w in range(n):
+            if (U >> w) & 1:
+                continue
+            V, f = U | (1 << w), ctx.divide(q[w], rem[U])
+            alpha[V] = ctx.add(alpha[V], ctx.multiply(alpha[U], f))
+            if inG[w] and not (U & gmask):
+                aF[V][w] = ctx.add(aF[V][w], ctx.multiply(alpha[U], f))
+            row, src = aF[V], aF[U]
+            for z in range(n):
+                if src[z]:
+                    row[z] = ctx.add(row[z], ctx.multiply(src[z], f))
+    base, slope = np.zeros(n), np.zeros(n)
+    for z in np.flatnonzero(inG):
+        b = sum((ctx.divide(ctx.multiply(aF[full ^ (1 << g)][z], q[g]), rem[full ^ (1 << g)])
+                 for g in np.flatnonzero(inG) if g != z), zero)
+        Uz = full ^ (1 << z)
+        c = ctx.divide(ctx.multiply(alpha[Uz], q[z]), rem[Uz]) if Uz & gmask else zero
+        base[z] = float(ctx.divide(aF[full][z], alpha[full]))
+        slope[z] = float(ctx.divide(ctx.subtract(b, c), alpha[full]))
+    return base, slope
+
+
+#: Above this (kappa times the number of drafts), the segment rule runs in decimal arithmetic.
+EXACT_KAPPA = 1e4
+
+
 class ChordPlan:
     """The nested-chord rule for every priority block of one ``(p, q, n)``.
 
@@ -96,14 +148,20 @@ class ChordPlan:
         self.total = float(q.sum())
         self._blocks: dict[int, tuple] = {}
         self.k = _kernels()
+        #: The law the rule really gives (each block's mixture of chord laws): ``t`` up to rounding,
+        #: except where rounding in the hit curve steered a split; the verifier accepts with this.
+        self.law = np.zeros(self.V)
+        self.steered = 0  # blocks whose tree misses t by more than TRUSTED
+        for i in range(self.cuts.size - 1):
+            self._block(i)
 
     # --- the blocks and their splits -------------------------------------------------------
     def block_of(self, position: int) -> int:
         return int(np.searchsorted(self.cuts, position, side="right") - 1)
 
     def _block(self, i: int):
-        """Block ``i``: its first position, cumulative arrays (relative to that position) and
-        its tree of splits (built on first use, in one compiled pass per split)."""
+        """Block ``i``: its first position, cumulative masses (relative to that position) and
+        its tree of splits (all built at set-up, since the candidate law is the law the trees give)."""
         got = self._blocks.get(i)
         if got is None:
             A, B = int(self.cuts[i]), int(self.cuts[i + 1])
@@ -111,7 +169,22 @@ class ChordPlan:
             T = np.concatenate(([0.0], np.cumsum(self.t[tok])))
             Q = np.concatenate(([0.0], np.cumsum(self.qs[A:B])))
             H = self.H[A:B + 1] - self.H[A]
-            got = (A, Q, self.k._tree_hull(T, H, Q))
+            law, target = np.empty(B - A), self.t[tok]
+            Qh, Ql = self.k._prefix2(np.ascontiguousarray(self.qs[A:B]))
+            tree = self.k._tree_hull(T, H, Q, True)
+            self.k._mixture_law(*tree, H, Qh, Ql, self.qs[A:B], law)
+            if np.abs(law - target).max() > MIXTURE_TOLERANCE:  # rounding steered a split: try scans only
+                scanned = self.k._tree_hull(T, H, Q, False)
+                law2 = np.empty(B - A)
+                self.k._mixture_law(*scanned, H, Qh, Ql, self.qs[A:B], law2)
+                if np.abs(law2 - target).max() < np.abs(law - target).max():
+                    tree, law = scanned, law2
+            err = float(np.abs(law - target).max())
+            # within the hit curve's own precision the tree is exact (its law is t, by construction);
+            # beyond it, rounding steered a split, and the verifier accepts with the law it really gives
+            self.law[tok] = target if err <= TRUSTED else law
+            self.steered += err > TRUSTED
+            got = (A, (Qh, Ql), tree)
             self._blocks[i] = got
         return got
 
@@ -144,13 +217,17 @@ class ChordPlan:
         mask[drafts] = False
         return float(self.q[mask].sum())
 
-    def _parts(self, drafts: np.ndarray, inG: np.ndarray, rest: float) -> tuple[np.ndarray, np.ndarray]:
-        """``(base, slope)``: the segment rule's probabilities are ``base + kappa * slope``."""
+    def _parts(self, drafts: np.ndarray, inG: np.ndarray, rest: float,
+               kappa: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """``(base, slope)``: the segment rule's probabilities are ``base + kappa * slope`` (in
+        decimal arithmetic when ``kappa``, the largest multiplier of ``slope``, would amplify rounding)."""
         base, slope = np.zeros(drafts.size), np.zeros(drafts.size)
         if inG.sum() == 1:
             base[inG] = 1.0
             return base, slope
         qS = np.ascontiguousarray(self.q[drafts], dtype=np.float64)
+        if kappa * drafts.size > EXACT_KAPPA:
+            return segment_rule_decimal(qS, inG, rest, kappa)
         self.k._segment_rule(qS, inG, rest, base, slope)
         if not (np.isfinite(base).all() and np.isfinite(slope).all()):
             base, slope = segment_rule_extended(qS, inG, rest)  # masses near the float64 floor
@@ -158,8 +235,8 @@ class ChordPlan:
 
     def _kappa(self, a: int, b: int) -> float:
         """``Q(a) / (Q(b) - Q(a))``: the draft mass above the segment over the segment's."""
-        A, Q, _ = self._block(self.block_of(a))
-        return float(self.above[a]) / float(Q[b - A] - Q[a - A])
+        A, (Qh, Ql), _ = self._block(self.block_of(a))
+        return float(self.above[a]) / float(self.k._mass(Qh, Ql, a - A, b - A))
 
     @staticmethod
     def _checked(w: np.ndarray) -> np.ndarray:
@@ -171,8 +248,9 @@ class ChordPlan:
         """Choice probabilities over ``drafts`` (distinct tokens) in the segment ``[a, b)``."""
         drafts = np.asarray(drafts, dtype=np.int64)
         inG = (self.pos[drafts] >= a) & (self.pos[drafts] < b)
-        base, slope = self._parts(drafts, inG, self._rest(drafts))
-        return self._checked(base + self._kappa(a, b) * slope)
+        kappa = self._kappa(a, b)
+        base, slope = self._parts(drafts, inG, self._rest(drafts), kappa)
+        return self._checked(base + kappa * slope)
 
     def choice(self, drafts: np.ndarray) -> np.ndarray:
         """``P(Z = x_i | X)`` for one tuple of distinct drafts: the segment rule on every level
@@ -181,18 +259,19 @@ class ChordPlan:
         drafts = np.asarray(drafts, dtype=np.int64)
         j = int(self.pos[drafts].min())
         i = self.block_of(j)
-        A, Q, tree = self._block(i)
+        A, (Qh, Ql), tree = self._block(i)
         where = self.pos[drafts] - A
         n = drafts.size
         masks = np.zeros(n + 1, dtype=np.int64)
         weights, wkappa, klo, khi = (np.zeros(n + 1) for _ in range(4))
-        runs = self.k._path_groups(*tree, Q, float(self.above[A]), where, j - A, masks, weights, wkappa, klo, khi)
+        runs = self.k._path_groups(*tree, Qh, Ql, float(self.above[A]), where, j - A, masks, weights, wkappa, klo,
+                                   khi)
         rest = self._rest(drafts)
         out = np.zeros(n)
         bits = 1 << np.arange(n)
         for r in range(runs):
             inG = (int(masks[r]) & bits) > 0
-            base, slope = self._parts(drafts, inG, rest)
+            base, slope = self._parts(drafts, inG, rest, max(float(khi[r]), float(wkappa[r])))
             self._checked(base + klo[r] * slope)  # affine in kappa: both ends cover every level
             self._checked(base + khi[r] * slope)
             out += weights[r] * base + wkappa[r] * slope

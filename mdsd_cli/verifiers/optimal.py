@@ -273,9 +273,10 @@ class OptimalWOR(LuceVerifier):
         order, K, t, cuts, H = chain_targets(self.p, self.q, self.n, self.draft_sampler, hits=True)
         blocks, first_tail = priority_blocks(order, K, cuts, self.q)
         self._chords = ChordPlan(self.q, order, t, cuts, H)
-        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": 0.0, "first_tail_block": first_tail,
-                "method": "nested chords"}
-        return [tokens for tokens, _ in blocks], np.ones(self.V), t.copy(), t, info
+        c = self._chords.law  # t, up to rounding where the hit curve's noise steered a split (then a bit less)
+        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": float(np.abs(c - t).sum()),
+                "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
+        return [tokens for tokens, _ in blocks], np.ones(self.V), c, t, info
 
     def _boundary_plan(self, order, K, t, cuts, enumerable):
         """Pairs (n = 2): the boundary-mark rule on every block whose check passes
