@@ -9,7 +9,7 @@ from mdsd_cli import optimal_acceptance
 from mdsd_cli.samplers import get_sampler
 from mdsd_cli.verifiers import enumerated_rate, output_distribution
 from mdsd_cli.verifiers._chord_kernels import _segment_rule
-from mdsd_cli.verifiers.chords import ChordPlan
+from mdsd_cli.verifiers.chords import ChordPlan, segment_rule_decimal
 from mdsd_cli.verifiers.optimal import OptimalWOR
 
 
@@ -96,6 +96,8 @@ def test_segment_rule_recursion_equals_the_sum_over_orders():
             if inG[perm[-1]] and perm[-1] != first:
                 brute[first] += kappa * prob
                 brute[perm[-1]] -= kappa * prob
+        np.testing.assert_allclose(base + kappa * slope, brute / total, rtol=0, atol=1e-13)
+        base, slope = segment_rule_decimal(qS, inG, m0, kappa)  # the decimal twin (large kappa, float floor)
         np.testing.assert_allclose(base + kappa * slope, brute / total, rtol=0, atol=1e-13)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel as _jit
+from ._optimal_kernels import _compensated_add
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
@@ -28,13 +29,7 @@ def _prefix2(x):
     lo = np.zeros(m + 1)
     s, c = 0.0, 0.0
     for k in range(m):
-        y = x[k]
-        t = s + y
-        if abs(s) >= abs(y):
-            c += (s - t) + y
-        else:
-            c += (y - t) + s
-        s = t
+        s, c = _compensated_add(s, c, x[k])
         hi[k + 1] = s
         lo[k + 1] = c
     return hi, lo

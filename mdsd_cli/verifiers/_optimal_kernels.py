@@ -337,6 +337,17 @@ KEY_TIE = 1e-13
 
 
 @_jit
+def _compensated_add(s, c, y):
+    """One step of Neumaier's summation: ``s + y`` and the running compensation ``c``."""
+    t = s + y
+    if abs(s) >= abs(y):
+        c += (s - t) + y
+    else:
+        c += (y - t) + s
+    return t, c
+
+
+@_jit
 def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     """The iid chain in a few sequential passes (see :func:`~mdsd_cli.verifiers.candidate.iid_chain`).
 
@@ -506,13 +517,7 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     alpha = 0.0
     comp = 0.0  # Neumaier's compensation: alpha to the last bit, not V roundings
     for k in range(V):
-        x = ts[k] if ts[k] < ps[k] else ps[k]
-        total = alpha + x
-        if abs(alpha) >= abs(x):
-            comp += (alpha - total) + x
-        else:
-            comp += (x - total) + alpha
-        alpha = total
+        alpha, comp = _compensated_add(alpha, comp, ts[k] if ts[k] < ps[k] else ps[k])
     return K, ncut, alpha + comp
 
 

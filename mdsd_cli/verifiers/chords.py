@@ -42,84 +42,44 @@ def _kernels():
     return _chord_kernels
 
 
-def segment_rule_extended(qS: np.ndarray, inG: np.ndarray, rest: float) -> tuple[np.ndarray, np.ndarray]:
-    """The segment rule (:func:`~mdsd_cli.verifiers._chord_kernels._segment_rule`) in extended
-    precision (numpy's long double, whose exponent reaches 10^±4931 on x86), for remaining
-    masses so close to the float64 floor that the compiled recursion over- or underflows."""
-    ld = np.longdouble
-    n = qS.size
-    if np.finfo(ld).maxexp <= np.finfo(np.float64).maxexp:
-        raise ArithmeticError("optimal-wor: draft masses at the float64 floor need extended precision (long "
-                              "double), which this platform lacks; use rrsw")
-    q = qS.astype(ld)
-    full, N = (1 << n) - 1, 1 << n
-    gmask = sum(1 << i for i in range(n) if inG[i])
-    rem = np.array([ld(rest) + sum((q[i] for i in range(n) if not (U >> i) & 1), ld(0)) for U in range(N)])
-    alpha = np.zeros(N, dtype=ld)
-    aF = np.zeros((N, n), dtype=ld)
-    alpha[0] = 1
-    for U in sorted(range(N), key=lambda u: bin(u).count("1")):
-        if alpha[U] == 0:
-            continue
-        for w in range(n):
-            if (U >> w) & 1:
-                continue
-            V, f = U | (1 << w), q[w] / rem[U]
-            alpha[V] += alpha[U] * f
-            if inG[w] and not (U & gmask):
-                aF[V, w] += alpha[U] * f
-            aF[V] += aF[U] * f
-    base, slope = np.zeros(n), np.zeros(n)
-    for z in np.flatnonzero(inG):
-        b = sum((aF[full ^ (1 << g), z] * q[g] / rem[full ^ (1 << g)] for g in np.flatnonzero(inG) if g != z), ld(0))
-        Uz = full ^ (1 << z)
-        c = alpha[Uz] * q[z] / rem[Uz] if Uz & gmask else ld(0)
-        base[z] = float(aF[full, z] / alpha[full])
-        slope[z] = float((b - c) / alpha[full])
-    if not (np.isfinite(base).all() and np.isfinite(slope).all()):
-        raise ArithmeticError("optimal-wor: the segment rule over- or underflows even in extended precision")
-    return base, slope
-
-
 def segment_rule_decimal(qS: np.ndarray, inG: np.ndarray, rest: float, kappa: float) -> tuple[np.ndarray, np.ndarray]:
-    """The segment rule's ``(base, slope)`` in decimal arithmetic with enough digits that
-    ``base + kappa * slope`` keeps 1e-16 of precision: the correction's two sums cancel to about
-    ``1/kappa`` of their size when the segment's mass is tiny next to the mass above it."""
+    """The segment rule's ``(base, slope)`` in decimal arithmetic, with ``34 + log10(kappa)`` digits
+    so that ``base + kappa * slope`` keeps 1e-16 of precision (the correction's two sums cancel to
+    about ``1/kappa`` of their size when the segment's mass is tiny next to the mass above it),
+    and an exponent range far past float64's (masses at the float64 floor)."""
     import decimal
 
     n = qS.size
-    ctx = decimal.Context(prec=int(34 + max(0.0, math.log10(max(kappa, 1.0)))))
-    D = ctx.create_decimal_from_float
-    q = [D(float(x)) for x in qS]
+    ctx = decimal.Context(prec=int(34 + max(0.0, math.log10(max(kappa, 1.0)))), Emin=-999999, Emax=999999)
     full, N = (1 << n) - 1, 1 << n
     gmask = sum(1 << i for i in range(n) if inG[i])
-    zero = D(0.0)
-    rem = [ctx.add(D(float(rest)), sum((q[i] for i in range(n) if not (U >> i) & 1), zero)) for U in range(N)]
-    alpha = [zero] * N
-    aF = [[zero] * n for _ in range(N)]
-    alpha[0] = D(1.0)
-    for U in sorted(range(N), key=lambda u: bin(u).count("1")):
-        if alpha[U] == 0:
-            continue
-        for w in range(n):
-            if (U >> w) & 1:
+    with decimal.localcontext(ctx):
+        D = decimal.Decimal
+        zero = D(0)
+        q = [D(float(x)) for x in qS]
+        rem = [D(float(rest)) + sum((q[i] for i in range(n) if not (U >> i) & 1), zero) for U in range(N)]
+        alpha = [zero] * N
+        aF = [[zero] * n for _ in range(N)]
+        alpha[0] = D(1)
+        for U in sorted(range(N), key=lambda u: bin(u).count("1")):
+            if alpha[U] == 0:
                 continue
-            V, f = U | (1 << w), ctx.divide(q[w], rem[U])
-            alpha[V] = ctx.add(alpha[V], ctx.multiply(alpha[U], f))
-            if inG[w] and not (U & gmask):
-                aF[V][w] = ctx.add(aF[V][w], ctx.multiply(alpha[U], f))
-            row, src = aF[V], aF[U]
-            for z in range(n):
-                if src[z]:
-                    row[z] = ctx.add(row[z], ctx.multiply(src[z], f))
-    base, slope = np.zeros(n), np.zeros(n)
-    for z in np.flatnonzero(inG):
-        b = sum((ctx.divide(ctx.multiply(aF[full ^ (1 << g)][z], q[g]), rem[full ^ (1 << g)])
-                 for g in np.flatnonzero(inG) if g != z), zero)
-        Uz = full ^ (1 << z)
-        c = ctx.divide(ctx.multiply(alpha[Uz], q[z]), rem[Uz]) if Uz & gmask else zero
-        base[z] = float(ctx.divide(aF[full][z], alpha[full]))
-        slope[z] = float(ctx.divide(ctx.subtract(b, c), alpha[full]))
+            for w in range(n):
+                if (U >> w) & 1:
+                    continue
+                V, f = U | (1 << w), q[w] / rem[U]
+                alpha[V] += alpha[U] * f
+                if inG[w] and not (U & gmask):
+                    aF[V][w] += alpha[U] * f
+                aF[V] = [x + y * f for x, y in zip(aF[V], aF[U])]
+        base, slope = np.zeros(n), np.zeros(n)
+        for z in np.flatnonzero(inG):
+            b = sum((aF[full ^ (1 << g)][z] * q[g] / rem[full ^ (1 << g)] for g in np.flatnonzero(inG) if g != z),
+                    zero)
+            Uz = full ^ (1 << z)
+            c = alpha[Uz] * q[z] / rem[Uz] if Uz & gmask else zero
+            base[z] = float(aF[full][z] / alpha[full])
+            slope[z] = float((b - c) / alpha[full])
     return base, slope
 
 
@@ -188,19 +148,6 @@ class ChordPlan:
             self._blocks[i] = got
         return got
 
-    def path(self, j: int) -> list[tuple[int, int, float]]:
-        """The segments (chain positions ``[a, b)``) holding position ``j`` at every level, each
-        with the probability that the uniform ``U`` stops there (they sum to 1)."""
-        A, _, (na, nb, nrho, nc, nl, nr) = self._block(self.block_of(j))
-        out, ceiling, i = [], 1.0, 0
-        while True:
-            rho = float(nrho[i]) if nc[i] >= 0 else 0.0
-            out.append((A + int(na[i]), A + int(nb[i]), ceiling - rho))
-            if nc[i] < 0:
-                return out
-            ceiling = rho
-            i = int(nl[i]) if j - A < nc[i] else int(nr[i])
-
     def segment(self, j: int, u: float) -> tuple[int, int]:
         """The segment the rule uses for position ``j`` and a uniform ``u``."""
         A, _, (na, nb, nrho, nc, nl, nr) = self._block(self.block_of(j))
@@ -211,7 +158,7 @@ class ChordPlan:
     def _rest(self, drafts: np.ndarray) -> float:
         """Draft mass outside the drafted set, without cancellation when the set holds most of it."""
         inside = float(self.q[drafts].sum())
-        if inside <= 0.5 * self.total:
+        if self.total - inside >= 1e-3 * self.total:  # the difference keeps 13 digits: no O(V) sum
             return self.total - inside
         mask = np.ones(self.V, dtype=bool)
         mask[drafts] = False
@@ -230,7 +177,7 @@ class ChordPlan:
             return segment_rule_decimal(qS, inG, rest, kappa)
         self.k._segment_rule(qS, inG, rest, base, slope)
         if not (np.isfinite(base).all() and np.isfinite(slope).all()):
-            base, slope = segment_rule_extended(qS, inG, rest)  # masses near the float64 floor
+            base, slope = segment_rule_decimal(qS, inG, rest, kappa)  # masses near the float64 floor
         return base, slope
 
     def _kappa(self, a: int, b: int) -> float:

@@ -246,7 +246,7 @@ class OptimalWOR(LuceVerifier):
 
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
-        order, K, t, cuts = chain_targets(p, q, n, self.draft_sampler)
+        order, K, t, cuts, H = chain_targets(p, q, n, self.draft_sampler, hits=True)
         if k <= 1:  # one draft (or a one-token support): speculative sampling on it
             c = q.copy()
             blocks = [order[q[order] > 0]]
@@ -257,7 +257,7 @@ class OptimalWOR(LuceVerifier):
             return self._boundary_plan(order, K, t, cuts, sets <= MAX_WOR_SETS)
         if k >= 3 and CHORDS:
             self.check_size(q, n, self.draft_sampler)
-            return self._chord_plan()
+            return self._chord_plan(order, K, t, cuts, H)
         if sets <= MAX_WOR_SETS:
             return self._enumerated(order, K, t, cuts, q, n)
         if k == 2:
@@ -267,10 +267,9 @@ class OptimalWOR(LuceVerifier):
             "with the nested chords switched off"
         )
 
-    def _chord_plan(self):
+    def _chord_plan(self, order, K, t, cuts, H):
         """Any n >= 3: nested chords in every priority block (:mod:`~mdsd_cli.verifiers.chords`);
-        the rule's law is the candidate law ``t`` itself."""
-        order, K, t, cuts, H = chain_targets(self.p, self.q, self.n, self.draft_sampler, hits=True)
+        the rule's law is the candidate law ``t`` itself (``H``: the hit probabilities along the chain)."""
         blocks, first_tail = priority_blocks(order, K, cuts, self.q)
         self._chords = ChordPlan(self.q, order, t, cuts, H)
         c = self._chords.law  # t, up to rounding where the hit curve's noise steered a split (then a bit less)
