@@ -13,6 +13,10 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+#: Timeout of a subprocess a test starts: CI's own limit for the whole run (90 minutes). A test never
+#: fails because a busy machine is slow; a hung process still ends.
+SUBPROCESS_TIMEOUT = 5400
+
 #: Exact reference values for small cases; where they come from: tests/data/README.md.
 REFERENCE = Path(__file__).resolve().parent / "data" / "cases.json"
 

@@ -31,6 +31,8 @@ from mdsd_cli.errors import CallableError, InputError
 from mdsd_cli.samplers import get_sampler
 from mdsd_cli.verifiers import VERIFIERS
 
+from .conftest import SUBPROCESS_TIMEOUT
+
 runner = CliRunner()
 
 
@@ -572,7 +574,7 @@ def test_cli_errors_are_one_line(args, code, fragment, tmp_path):
 def test_a_crashing_function_in_a_real_process_gives_no_traceback(tmp_path):
     (tmp_path / "crash.py").write_text("def verify(p, q, drafts, rng):\n    return 1 // 0\n")
     done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'crash.py'}:verify", "-n", "2",
-                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=120)
+                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "the function raised ZeroDivisionError: integer division or modulo by zero on drafts (" in done.stderr
     df = pd.read_csv(io.StringIO(done.stdout))
@@ -585,7 +587,7 @@ def test_what_the_function_prints_goes_to_stderr_and_stdout_stays_a_table(tmp_pa
         "def verify(p, q, drafts, rng):\n    print('called with', drafts)\n    return rrs(p, q, drafts, rng)\n\n"
         "def quits(p, q, drafts, rng):\n    raise SystemExit(0)\n")
     done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'noisy.py'}:verify", "-n", "2",
-                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=120)
+                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert done.returncode == 0, done.stderr[-2000:]
     df = pd.read_csv(io.StringIO(done.stdout))
     assert len(df) == 12 and (df.status == "pass").all()

@@ -16,6 +16,8 @@ from mdsd_cli import optimal_acceptance, zipf_pairs
 from mdsd_cli.cli.app import app
 from mdsd_cli.io import save_pairs
 
+from .conftest import SUBPROCESS_TIMEOUT
+
 runner = CliRunner()
 COMMANDS = ["bound", "verify", "check-lossless", "audit", "generate", "decode"]
 
@@ -194,12 +196,12 @@ def _mdsd():
 def test_subprocess_pipes_clean_csv_and_errors_have_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     ok = subprocess.run([*_mdsd(), "bound", "--synthetic", "zipf", "--vocab", "100", "--pairs", "2",
-                         "-s", "wor", "-n", "4"], capture_output=True, text=True, env=env, timeout=300)
+                         "-s", "wor", "-n", "4"], capture_output=True, text=True, env=env, timeout=SUBPROCESS_TIMEOUT)
     assert ok.returncode == 0, ok.stderr
     df = pd.read_csv(io.StringIO(ok.stdout))
     assert len(df) == 2 and df.alpha_star.between(0, 1).all()
     bad = subprocess.run([*_mdsd(), "bound", "--data", str(tmp_path / "nope.npz")], capture_output=True,
-                         text=True, env=env, timeout=120)
+                         text=True, env=env, timeout=SUBPROCESS_TIMEOUT)
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [f"Error: data file {tmp_path / 'nope.npz'} not found"]
 
@@ -207,7 +209,7 @@ def test_subprocess_pipes_clean_csv_and_errors_have_no_traceback(tmp_path):
 def test_help_does_not_import_heavy_libraries():
     code = ("import sys; from mdsd_cli.cli.app import app; "
             "print(','.join(m for m in ('cvxpy', 'numba', 'pandas', 'pyarrow', 'scipy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert out.returncode == 0 and out.stdout.strip() == ""
 
 

@@ -21,6 +21,8 @@ from mdsd_cli.samplers import get_sampler
 from mdsd_cli.summary import mean_interval
 from mdsd_cli.verifiers import get_verifier
 
+from .conftest import SUBPROCESS_TIMEOUT
+
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 LOG_LINE = re.compile(r"^verify: \d[\d,]*/\d[\d,]* \(\d+%\), [\d.e+-]+/s, elapsed \d+:\d\d, eta (\d+:\d\d|\?)$")
@@ -210,7 +212,7 @@ def test_make_help_lists_every_target():
 
     phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1)
     targets = expand(phony)
-    out = subprocess.run(["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert out.returncode == 0
     listed = {line.split()[1] for line in out.stdout.splitlines() if line.strip().startswith("make ")}
     assert set(targets) <= listed, set(targets) - listed

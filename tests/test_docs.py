@@ -43,7 +43,8 @@ Python examples
 
     GitHub renders them like any ``console`` block; this test lists them and
     does not run them. A quick block that takes more than :data:`BLOCK_LIMIT`
-    seconds fails, with a reminder to mark it.
+    seconds gives a warning with a reminder to mark it (never a failure: no
+    test asserts wall time, which a busy machine would break).
 """
 
 from __future__ import annotations
@@ -56,14 +57,17 @@ import shlex
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from .conftest import SUBPROCESS_TIMEOUT
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: A quick example block must finish within this many seconds (slack for a loaded machine).
+#: A quick example block that takes longer than this many seconds gets a warning to mark it slow.
 BLOCK_LIMIT = 30.0
 #: Table and CSV columns that hold wall times, dropped before comparing.
 TIMING_COLUMNS = {"seconds", "tokens_per_second"}
@@ -365,7 +369,7 @@ def test_console_example_output_matches_the_document(block, example_env, tmp_pat
     start = time.perf_counter()
     for step in parse_console(block):
         result = subprocess.run(["bash", "-c", step.command], cwd=tmp_path, env=example_env,
-                                capture_output=True, text=True, timeout=120, check=False)
+                                capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, check=False)
         documented = clean(step.expected)
         stdout, stderr = result.stdout.splitlines(), result.stderr.splitlines()
         if result.returncode != 0 and not any(line.startswith("Error:") for line in documented):
@@ -375,8 +379,9 @@ def test_console_example_output_matches_the_document(block, example_env, tmp_pat
             pytest.fail(f"{block.id}: `{step.command}` printed\n" + "\n".join(candidates[0])
                         + "\n--- the document shows ---\n" + "\n".join(documented))
     elapsed = time.perf_counter() - start
-    assert elapsed < BLOCK_LIMIT, (
-        f"{block.id} took {elapsed:.0f} s: mark it ```console slow (see this module's docstring)")
+    if elapsed > BLOCK_LIMIT:  # a reminder, never a failure: a busy machine is slow
+        warnings.warn(f"{block.id} took {elapsed:.0f} s: if it is slow on a quiet machine too, mark it "
+                      "```console slow (see this module's docstring)", stacklevel=1)
 
 
 # --- Python examples -------------------------------------------------------------------------

@@ -253,29 +253,43 @@ def test_cli_dump_creates_missing_parents(models, tmp_path):
     assert load_data(out).num_pairs == 2 * len(PROMPTS)
 
 
-def test_a_missing_local_model_fails_at_once(models, tmp_path, monkeypatch):
-    import time
+def connections(monkeypatch) -> list:
+    """Every network connection a test's code attempts, by its address (the attempt still happens).
 
+    "Fails at once" is checked by what the code tries, not by a wall time a busy machine would break.
+    """
+    import socket
+
+    tried: list = []
+    connect = socket.socket.connect
+
+    def counting(self, address):
+        tried.append(address)
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counting)
+    return tried
+
+
+def test_a_missing_local_model_fails_at_once(models, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models").mkdir()
-    started = time.perf_counter()
+    tried = connections(monkeypatch)
     result = runner.invoke(app, ["dump", "--target", "models/nothere", "--draft", str(models["draft"]),
                                  "--prompts", str(models["prompts"]), "--out", "d"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "cannot load model 'models/nothere': no such directory" in result.stderr
-    assert time.perf_counter() - started < 10 and not (tmp_path / "d").exists()
+    assert tried == [] and not (tmp_path / "d").exists()  # a local path: the network is never tried
 
 
 def test_an_unreachable_hub_is_one_line_naming_hf_hub_offline(models, tmp_path, monkeypatch):
-    import time
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: as without a network
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-cache"))
-    started = time.perf_counter()
+    tried = connections(monkeypatch)
     result = runner.invoke(app, ["dump", "--target", "nobody/nothere", "--draft", str(models["draft"]),
                                  "--prompts", str(models["prompts"]), "--out", "d"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "127.0.0.1 cannot be reached" in result.stderr and "HF_HUB_OFFLINE=1" in result.stderr
-    assert time.perf_counter() - started < 15
+    assert len(tried) == 1  # one probe of the endpoint, no retries against it

@@ -28,6 +28,8 @@ from mdsd_cli.errors import OutputError, SolverError
 from mdsd_cli.io import is_temporary, save_pairs
 from mdsd_cli.sweep import SweepConfig, read_cell, run_sweep
 
+from .conftest import SUBPROCESS_TIMEOUT
+
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 TABLES = ("pairs.csv", "summary.csv", "pairs.parquet", "summary.parquet")
@@ -57,7 +59,7 @@ def mdsd_process(*args):
                             stderr=subprocess.PIPE, env=env, cwd=ROOT)
 
 
-def kill_when(process, ready, *, timeout=120.0):
+def kill_when(process, ready, *, timeout=float(SUBPROCESS_TIMEOUT)):
     """SIGKILL ``process`` as soon as ``ready()`` holds (or let it finish first)."""
     deadline = time.monotonic() + timeout
     while process.poll() is None and not ready() and time.monotonic() < deadline:

@@ -367,17 +367,20 @@ class CaseRun:
         called = self.stratum_calls > 0
         m = np.maximum(self.stratum_calls, 1)
         laws = np.where(called[:, None], self.counts / m[:, None], self.p)
-        estimate = w @ laws
+        # Sums in a fixed order (rows added one after another, math.fsum), not BLAS products, whose
+        # rounding depends on the processor and the thread count: the table is the same on every machine.
+        estimate = (w[:, None] * laws).sum(axis=0)
         tv, tv_noise = math.nan, math.nan
         rate = np.where(called, self.accepted / m, 0.0)
         if called.any():
-            tv = 0.5 * float(np.abs(estimate - self.p).sum())
-            variance = ((w * w / m) * called) @ (laws * (1.0 - laws))
-            tv_noise = 0.5 * math.sqrt(2.0 / math.pi) * float(np.sqrt(variance).sum())
-            covered = float(w[called].sum())
-            acceptance = float(w[called] @ rate[called]) / covered
+            # to 1e-14: below that it is the rounding of the weights (which sum to 1 only to ~1e-16)
+            tv = round(0.5 * math.fsum(np.abs(estimate - self.p)), 14)
+            variance = (((w * w / m) * called)[:, None] * (laws * (1.0 - laws))).sum(axis=0)
+            tv_noise = 0.5 * math.sqrt(2.0 / math.pi) * math.fsum(np.sqrt(variance))
+            covered = math.fsum(w[called])
+            acceptance = math.fsum(w[called] * rate[called]) / covered
             smooth = (self.accepted + 0.5) / (self.stratum_calls + 1.0)
-            se = math.sqrt(float(((w * w / m) * called) @ (smooth * (1.0 - smooth)))) / covered
+            se = math.sqrt(math.fsum((w * w / m) * called * (smooth * (1.0 - smooth)))) / covered
         else:
             acceptance, se = math.nan, math.nan
         if self.exact_acceptance is not None:

@@ -10,6 +10,7 @@ import typer
 from ..errors import DataFileError, InputError
 from ..io import atomic_write_text, build_manifest, check_output_path, write_table
 from .console import emit_table, info, show_progress, warn
+from .decode_expected import EXPECTED_PANEL
 from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
 MODEL_PANEL = "Models and prompts"
@@ -212,6 +213,44 @@ def decode(
                                         dir_okay=False, rich_help_panel=OUTPUT_PANEL),
     no_timing: bool = typer.Option(False, "--no-timing", help="Leave out the wall-time columns.",
                                    rich_help_panel=OUTPUT_PANEL),
+    expected: bool = typer.Option(False, "--expected", help="Instead of generating, compute tau(c), the expected "
+                                  "tokens of one step, at shared contexts (positions in a target continuation of "
+                                  "each prompt): exactly by recursion over the accepted tokens where the verifier "
+                                  "has an exact law (a certified interval where pruned), else from sampled draft "
+                                  "tuples or repeated steps; every configuration on the same contexts, so "
+                                  "differences are paired (--compare).", rich_help_panel=EXPECTED_PANEL),
+    contexts_per_prompt: int = typer.Option(4, "--contexts-per-prompt", min=1, help="Positions per prompt "
+                                            "(drawn from 0..max-new-tokens-1 of its target continuation).",
+                                            rich_help_panel=EXPECTED_PANEL),
+    method: str = typer.Option("auto", "--method", help="auto (exact where it can be, else sampled draft tuples or "
+                               "Monte Carlo), exact (refused where there is no exact law), sampled-drafts, "
+                               "monte-carlo (repeat the step).", rich_help_panel=EXPECTED_PANEL),
+    prune: float = typer.Option(1e-3, "--prune", help="Path probability under which the exact recursion stops "
+                                "(in [0, 1); 0: nothing pruned): what is pruned widens the certified interval and "
+                                "is sampled (--tail-samples) for the point estimate.", rich_help_panel=EXPECTED_PANEL),
+    tail_samples: int = typer.Option(8, "--tail-samples", help="Pruned children expanded per level, drawn in "
+                                     "proportion to their probability.", rich_help_panel=EXPECTED_PANEL),
+    replicates: int = typer.Option(4, "--replicates", help="Independent draws of the sampled parts per context "
+                                   "(for its standard error; >= 2).", rich_help_panel=EXPECTED_PANEL),
+    draft_samples: int = typer.Option(256, "--draft-samples", help="Draft tuples per node where a verifier's law "
+                                      "is estimated (sampled-drafts).", rich_help_panel=EXPECTED_PANEL),
+    repeats: int = typer.Option(64, "--repeats", help="Steps per context for --method monte-carlo (>= 2).",
+                                rich_help_panel=EXPECTED_PANEL),
+    compare: list[str] | None = typer.Option(None, "--compare", help="A paired difference tau(A) - tau(B) to "
+                                             "report: A,B with each side VERIFIER[:SAMPLER] (on every tree) or "
+                                             "TREE/VERIFIER[:SAMPLER], e.g. kseq,rrs or 4x3/rrs,1x3/rrs. Repeat for "
+                                             "several.", rich_help_panel=EXPECTED_PANEL),
+    comparisons: Path | None = typer.Option(None, "--comparisons", help="Write the --compare differences to this "
+                                            "file (.csv or .parquet; else they are shown on stderr).",
+                                            dir_okay=False, rich_help_panel=EXPECTED_PANEL),
+    per_context: Path | None = typer.Option(None, "--per-context", help="Also write one row per (configuration, "
+                                            "context) to this file.", dir_okay=False, rich_help_panel=EXPECTED_PANEL),
+    executor: str = typer.Option("local", "--executor", help="With --expected: local (--jobs processes) or dask "
+                                 "(contexts as tasks on --scheduler).", rich_help_panel=EXPECTED_PANEL),
+    scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://host:8786).",
+                                         rich_help_panel=EXPECTED_PANEL),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
+                                  rich_help_panel=EXPECTED_PANEL),
     progress: ProgressOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
@@ -234,13 +273,29 @@ def decode(
     one tokenizer (--target, --draft; prompts from a file): the draft grows the
     tree with one cached pass per depth, the target scores it in one pass with a
     tree attention mask on its KV cache, and both caches keep the accepted path.
+
+    --expected computes instead tau(c), the expected tokens of one step, at the
+    same contexts for every configuration (see docs/decode.md): no sampling noise
+    where the verifier's law is exact, and paired differences (--compare).
     """
     from ..decode import plan_decode, run_decode
     from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table
 
-    for path in (out, steps, per_prompt, text, timings):
+    for path in (out, steps, per_prompt, text, timings, comparisons, per_context):
         if path is not None:
             check_output_path(path)
+    if expected:
+        given_generation = {"--steps": steps, "--per-prompt": per_prompt, "--text": text, "--timings": timings}
+        clash = [name for name, value in given_generation.items() if value is not None]
+        if clash:
+            raise InputError(f"{clash[0]} describes a generation run; --expected writes --per-context and "
+                             "--comparisons instead")
+    else:
+        given_expected = {"--compare": compare, "--comparisons": comparisons, "--per-context": per_context,
+                          "--executor": executor if executor != "local" else None, "--scheduler": scheduler}
+        clash = [name for name, value in given_expected.items() if value]
+        if clash:
+            raise InputError(f"{clash[0]} applies to --expected; add --expected")
     settings = {**DEFAULTS, **HF_DEFAULTS}
     from_file = read_config(config) if config is not None else {}
     settings.update(from_file)
@@ -276,6 +331,25 @@ def decode(
     for message in skipped:
         warn(message)
     prompt_list = _prompts(pair, str(settings["prompts"]))
+    if expected:
+        from ..decode.expected import TauOptions
+        from .decode_expected import run_expected_command
+
+        dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise",
+                                                                         *HF_DEFAULTS, "target", "draft")
+        run_expected_command(
+            settings, pair, specs, prompt_list,
+            options=TauOptions(method=method, prune=prune, tail_samples=tail_samples, replicates=replicates,
+                               draft_samples=draft_samples, repeats=repeats),
+            contexts_per_prompt=contexts_per_prompt, compare=list(compare or []), comparisons=comparisons,
+            per_context=per_context, jobs=jobs, executor=executor, scheduler=scheduler, timeout=timeout,
+            trust_remote_code=trust_remote_code, progress=progress, quiet=quiet, out=out, fmt=fmt,
+            manifest_extra={**{k: v for k, v in settings.items() if k not in dropped},
+                            "prompts": str(settings["prompts"]), "prompt_count": len(prompt_list), "jobs": jobs,
+                            "config_file": str(config) if config else None,
+                            "trees": {s.tree.label: s.tree.describe() for s in specs if not s.plain},
+                            "skipped": skipped})
+        return
     units = len(specs) * len(prompt_list)
     with show_progress("decode", units, mode=progress, quiet=quiet) as advance:
         run = run_decode(pair.target, pair.draft, prompt_list, specs, max_new_tokens=settings["max_new_tokens"],

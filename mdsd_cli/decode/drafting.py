@@ -64,20 +64,33 @@ def grow_tree(draft_model, prefix, shape: TreeShape, sampler: DraftSampler, temp
     says. The random stream is consumed in a fixed order (level by level,
     nodes in index order), so a seed gives one tree.
     """
+    t_start = time.perf_counter()
+    model_seconds = 0.0
+
+    def laws(tree, expand):
+        nonlocal model_seconds
+        t0 = time.perf_counter()
+        logits = draft_model.tree_logits(prefix, tree.parents, tree.tokens, expand)
+        model_seconds += time.perf_counter() - t0
+        return tempered(logits, temperature)
+
+    tree = grow_with(laws, shape, sampler, rng)
+    tree.model_seconds = model_seconds
+    tree.bookkeeping_seconds = time.perf_counter() - t_start - model_seconds
+    return tree
+
+
+def grow_with(laws, shape: TreeShape, sampler: DraftSampler, rng: np.random.Generator) -> DraftTree:
+    """:func:`grow_tree` with the draft laws from ``laws(tree, nodes)`` (``[len(nodes), V]``), one call per depth."""
     tree = DraftTree()
     slots = [shape.root()]
     frontier = [0]
-    t_start = time.perf_counter()
-    model_seconds = 0.0
     while frontier:
         expand = [u for u in frontier if shape.width(slots[u]) > 0]
         if not expand:
             break
-        t0 = time.perf_counter()
-        logits = draft_model.tree_logits(prefix, tree.parents, tree.tokens, expand)
-        model_seconds += time.perf_counter() - t0
+        Q = laws(tree, expand)
         tree.passes += 1
-        Q = tempered(logits, temperature)
         frontier = []
         for u, q in zip(expand, Q):
             n = shape.width(slots[u])
@@ -87,9 +100,7 @@ def grow_tree(draft_model, prefix, shape: TreeShape, sampler: DraftSampler, temp
                 child = tree.add(u, token)
                 slots.append(slot)
                 frontier.append(child)
-    tree.model_seconds = model_seconds
-    tree.bookkeeping_seconds = time.perf_counter() - t_start - model_seconds
     return tree
 
 
-__all__ = ["DraftTree", "grow_tree"]
+__all__ = ["DraftTree", "grow_tree", "grow_with"]

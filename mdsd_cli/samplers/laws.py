@@ -59,6 +59,10 @@ def top_tokens(q: np.ndarray, k: int) -> np.ndarray:
     return sel[np.lexsort((sel, -q[sel]))].astype(np.int64)
 
 
+#: More tied keys than this in a row: :func:`ratio_order` sorts the row stably instead of fixing its ties.
+MANY_TIES = 64
+
+
 def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.ndarray:
     """Tokens sorted by ``p(i)/q(i)`` in decreasing order, along the last axis.
 
@@ -81,10 +85,13 @@ def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.n
     tie = (a == b) | (np.isnan(a) & np.isnan(b))
     if tie.any():  # make ties canonical: lower index first
         if order.ndim == 1:
-            order = _sort_ties(order, sorted_key, tie)
+            # many ties (smoothed n-gram laws): a stable sort of the whole row is cheaper than fixing them
+            order = (np.argsort(key, kind="stable") if np.count_nonzero(tie) > MANY_TIES
+                     else _sort_ties(order, sorted_key, tie))
         else:
             for r in np.flatnonzero(tie.any(axis=1)):
-                order[r] = _sort_ties(order[r], sorted_key[r], tie[r])
+                order[r] = (np.argsort(key[r], kind="stable") if np.count_nonzero(tie[r]) > MANY_TIES
+                            else _sort_ties(order[r], sorted_key[r], tie[r]))
     return order
 
 

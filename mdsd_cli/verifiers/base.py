@@ -229,3 +229,45 @@ class PreparedVerifier:
     def exact_rate(self) -> float | None:
         """``P(Y in X)`` in closed form, or None when there is none."""
         return None
+
+    # --- in a tree walk -----------------------------------------------------------------------
+    def moves(self, split: str = "token", *, max_tuples: int | None = None) -> np.ndarray | None:
+        """Where a tree walk goes from a node with this pair, averaged over the draft law.
+
+        ``split="token"``: ``[1, V]``, ``P(Y = y, y in X)``; ``"position"``: ``[k, V]``,
+        the share of that move to the child of draft position ``j`` (uniform among equal
+        drafts); ``"count"``: ``[k, V]``, the part where ``y`` was drafted ``c + 1`` times
+        (:mod:`~mdsd_cli.verifiers.moves`). The verifier's closed form when it has one, else
+        a sum over every draft tuple (at most ``max_tuples``), else None.
+        """
+        from .moves import MAX_MOVE_TUPLES, SPLITS, enumerated_moves
+
+        if split not in SPLITS:
+            raise InputError(f"unknown move split {split!r}; choose one of: {', '.join(SPLITS)}")
+        law = self.closed_moves(split)
+        if law is None and split != "token" and self.num_drafts <= 1:  # one draft: one position, count 1
+            law = self.closed_moves("token")
+        if law is None:
+            law = enumerated_moves(self, split, max_tuples=MAX_MOVE_TUPLES if max_tuples is None else max_tuples)
+        return law
+
+    def closed_moves(self, split: str) -> np.ndarray | None:
+        """:meth:`moves` in closed form, or None (the default: no closed form)."""
+        return None
+
+    def sampled_moves(self, split: str, samples: int, rng: np.random.Generator) -> np.ndarray:
+        """An unbiased estimate of :meth:`moves` from ``samples`` draft tuples drawn from the draft law."""
+        from .moves import sampled_moves
+
+        return sampled_moves(self, split, samples, rng)
+
+    def law_at_drafts(self, drafts) -> np.ndarray:
+        """``P(Y = drafts[m, j] | drafts[m])`` for every draft of every tuple ``[M, k]``."""
+        drafts = np.atleast_2d(drafts)
+        laws = self.output_laws(drafts)
+        return np.take_along_axis(laws, drafts, axis=1)
+
+    @property
+    def distinct_drafts(self) -> bool:
+        """Whether the draft law never repeats a token (wor, greedy, hub)."""
+        return self.draft_sampler.kind in ("wor", "greedy", "hub")

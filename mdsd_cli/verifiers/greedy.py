@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import PreparedVerifier, drafted_mass, sample_from_law
+from .moves import distinct_split
 
 
 def _normalised(x: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -73,6 +74,21 @@ class GreedyVerifier(PreparedVerifier):
         if self.whole_support:
             return float(self.p[self.q > 0].sum())
         return float(1.0 - np.maximum(self.p - self.r, 0.0)[self.off_top].sum())
+
+    def closed_moves(self, split):
+        """Top draft ``j`` takes the residual's mass at it; the random last draft ``x ~ r`` takes
+        ``r(y) (a(y) + (1 - a(y)) residual(y))``."""
+        top = self.draft_sampler.top_set(self.q, self.n)
+        out = np.zeros((self.num_drafts, self.V))
+        if self.whole_support:
+            out[np.arange(top.size), top] = self.p[top]
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                a = np.where(self.r > 0, self._coin(np.arange(self.V)), 0.0)
+            rejected = float((self.r * (1.0 - a)).sum())
+            out[np.arange(top.size), top] = rejected * self.residual[top]
+            out[-1] = self.r * (a + (1.0 - a) * self.residual)
+        return distinct_split(out, split)
 
 
 class HubVerifier(PreparedVerifier):
@@ -172,6 +188,25 @@ class HubVerifier(PreparedVerifier):
         i, acc_i, acc_hub = self._parts(drafts)
         rest = 1.0 - acc_i
         return acc_i + rest * acc_hub + rest * (1.0 - acc_hub) * (self.residual[i] + self.residual[self.a])
+
+    def closed_moves(self, split):
+        """Sums over the partner ``i`` of the hub in the pairs ``(i, a)`` and ``(a, i)``."""
+        a = self.a
+        if self.single:
+            out = np.zeros((1, self.V))
+            out[0, a] = self.p[a] + (1.0 - self.p[a]) * self.single_residual[a]
+            return distinct_split(out, split)
+        others = np.flatnonzero((self.q > 0) & (np.arange(self.V) != a))
+        out = np.zeros((2, self.V))
+        rest1 = 1.0 - self.acc1[others]  # pair (i, a), probability q(i): i first, the hub second
+        first = self.q[others]
+        out[0, others] += first * (self.acc1[others] + rest1 * (1.0 - self.beta4) * self.residual[others])
+        out[1, a] += float((first * rest1 * (self.beta4 + (1.0 - self.beta4) * self.residual[a])).sum())
+        rest2 = 1.0 - self.acc2[others]  # pair (a, i), probability Q(i): the hub first
+        second = self.Q[others]
+        out[1, others] += second * (self.acc2[others] + rest2 * (1.0 - self.beta3) * self.residual[others])
+        out[0, a] += float((second * rest2 * (self.beta3 + (1.0 - self.beta3) * self.residual[a])).sum())
+        return distinct_split(out, split)
 
     def exact_rate(self):
         if self.single:

@@ -92,3 +92,11 @@ class KSeq(PreparedVerifier):
 
     def exact_rate(self):
         return float(min(max(self.rate, 0.0), 1.0))
+
+    def closed_moves(self, split):
+        """Sequential coins with the same coin at every draft (:func:`~.moves.sequential_moves`)."""
+        from .moves import sequential_moves
+
+        with np.errstate(divide="ignore", invalid="ignore"):  # q = 0: never drafted, masked there
+            coins = np.broadcast_to(self.coins(np.arange(self.V)[None, :])[0], (self.n, self.V))
+        return sequential_moves(self.q, coins, self.residual, split)

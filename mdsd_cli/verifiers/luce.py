@@ -286,6 +286,15 @@ class LuceVerifier(PreparedVerifier):
         out[keep] = z[keep]
         return out
 
+    def closed_moves(self, split):
+        """``min(p, c)`` when :meth:`exact_rate` is exact (drafts without replacement never repeat, so
+        the count split is that at count 1); no closed position split."""
+        if split == "position" or self.exact_rate() is None:
+            return None
+        from .moves import split_evenly
+
+        return split_evenly(np.minimum(self.p, self.candidate), self.num_drafts, split)
+
     def exact_rate(self):
         # Candidates in A* are always accepted (c <= p there) and a rejected tail
         # candidate's residual lies in A*, which the drafts missed; so

@@ -42,3 +42,28 @@ class NSS(PreparedVerifier):
             included[top] = 1.0
             return float((self.p * included).sum())
         return None  # wor: inclusion probabilities by enumeration or Monte Carlo
+
+    def closed_moves(self, split):
+        """``Y ~ p`` whatever the drafts: ``p(y)`` times how the draft law holds ``y``."""
+        from .moves import distinct_split, sequential_moves
+
+        kind = self.draft_sampler.kind
+        if kind == "iid":
+            return sequential_moves(self.q, np.zeros((self.n, self.V)), self.p, split)
+        if kind not in ("greedy", "hub"):
+            return None  # wor: the positions' laws by enumeration only
+        tuples, prob = self.draft_sampler.tuple_law(self.q, self.n) if kind == "hub" else (None, None)
+        if kind == "greedy":
+            top = self.draft_sampler.top_set(self.q, self.n)
+            marginals = np.zeros((self.num_drafts, self.V))
+            marginals[np.arange(top.size), top] = 1.0
+            if top.size < self.num_drafts:  # the last draft is random: q off the top set
+                rest = self.q.copy()
+                rest[top] = 0.0
+                marginals[-1] = rest / rest.sum()
+        else:
+            marginals = np.zeros((tuples.shape[1], self.V))
+            for j in range(tuples.shape[1]):
+                np.add.at(marginals[j], tuples[:, j], prob)
+        return distinct_split(self.p * marginals, split)  # position j holds y w.p. marginals[j, y]
+

@@ -120,6 +120,15 @@ class OptimalIID(CandidateVerifier):
             return float(np.minimum(self.p, self.q).sum())
         return self.chain.alpha
 
+    def closed_moves(self, split):
+        """``min(p, t)``: the accepted candidate (the residual never lands on a draft); the marks treat
+        the positions alike, so each takes ``1/n`` of it. No closed count split."""
+        if split == "count":
+            return None
+        from .moves import split_evenly
+
+        return split_evenly(np.minimum(self.p, self.candidate), self.num_drafts, split)
+
     # --- the choice inside a block ---------------------------------------------------------
     def curtain(self, block: int) -> Curtain:
         """The coupling of one priority block (built on first use).

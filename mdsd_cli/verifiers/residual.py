@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..samplers.laws import ratio_order
+
 
 class ResidualFamily:
     """``G(C)`` and the residual laws ``(p - C q)_+ / G(C)`` for one pair."""
@@ -25,10 +27,16 @@ class ResidualFamily:
         self.dtype = np.result_type(p.dtype, q.dtype, np.float64)  # float64, or longdouble for rrsw
         # Tokens by increasing q/p (= decreasing p/q): p_i > C q_i exactly for the
         # tokens with key q_i/p_i < 1/C. q = 0 < p gives key 0, p = 0 gives inf or
-        # NaN (sorted last, never above any C). Tie order does not matter here.
+        # NaN (sorted last, never above any C). Ties go to the lower token index:
+        # :meth:`sample` draws along this order, so an order that depended on the
+        # sort's implementation (numpy's argsort differs between AVX2 and AVX-512
+        # processors) would send one uniform to different tokens on different machines.
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             key = np.abs(q / p)  # abs: a -0.0 entry must not turn into -inf
-        self.order = np.argsort(key)
+        if self.dtype == np.float64:
+            self.order = ratio_order(p, q)
+        else:  # longdouble (rrsw near the float64 floor): a stable sort, also the same on every machine
+            self.order = np.argsort(key, kind="stable")
         self.sorted_key = key[self.order]
         self.p_in = np.concatenate(([0.0], np.cumsum(p[self.order])))
         self.q_in = np.concatenate(([0.0], np.cumsum(q[self.order])))

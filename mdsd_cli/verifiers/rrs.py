@@ -86,6 +86,20 @@ class _RecursiveRejection(PreparedVerifier):
             out += (reach * self.family.law(C[0])).astype(np.float64)
         return out
 
+    def law_at_drafts(self, drafts):
+        """Vectorised over the tuples: the coins along the rejection path, and the final residual at the drafts."""
+        drafts = np.atleast_2d(drafts)
+        a, C = self.path(drafts)
+        reach = np.concatenate((np.ones((a.shape[0], 1), dtype=a.dtype), np.cumprod(1.0 - a, axis=1)), axis=1)
+        G = self.family.G(C)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            residual = np.where(G[:, None] > 0, np.maximum(self.wp[drafts] - C[:, None] * self.wq[drafts], 0.0)
+                                / np.where(G > 0, G, 1.0)[:, None], self.wp[drafts])
+        out = reach[:, -1:] * residual
+        for j in range(drafts.shape[1]):  # a draft equal to draft j (iid repeats) also carries j's acceptance
+            out += np.where(drafts == drafts[:, j : j + 1], (reach[:, j] * a[:, j])[:, None], 0.0)
+        return out.astype(np.float64)
+
     def sample(self, drafts, rng):
         drafts = np.atleast_2d(drafts)
         a, C = self.path(drafts)
@@ -112,6 +126,24 @@ class RRS(_RecursiveRejection):
             G = float(self.family.G(C))
         return min(max(1.0 - G / self.total, 0.0), 1.0)
 
+    def closed_moves(self, split):
+        """Sequential coins (:func:`~.moves.sequential_moves`): ``C_k`` does not depend on the drafts."""
+        from .moves import sequential_moves
+
+        p, q = self.p, self.q
+        coins = np.empty((self.num_drafts, self.V))
+        C, G = 0.0, float(self.total)
+        for k in range(self.num_drafts):
+            if G > 0:
+                pk = np.maximum(p - C * q, 0.0) / G
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    coins[k] = np.where(pk > 0, np.minimum(1.0, pk / q), 0.0)
+            else:  # the residual is empty: never reached (the step before accepted surely)
+                coins[k] = 1.0
+            C = C + G
+            G = float(self.family.G(C))
+        return sequential_moves(q, coins, self.family.law(C), split)
+
 
 class RRSW(_RecursiveRejection):
     name = "rrsw"
@@ -137,6 +169,19 @@ class RRSW(_RecursiveRejection):
         rest = np.ones(self.V, dtype=bool)
         rest[self.top] = False
         self.rest_mass = self.wq[rest].sum()
+
+    def closed_moves(self, split):
+        """One draft: recursive rejection sampling with or without replacement is the same rule."""
+        if self.num_drafts != 1:
+            return None
+        from .moves import sequential_moves
+
+        p, q = self.p, self.q
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            coins = np.where(q > 0, np.minimum(1.0, p / q), 0.0)
+        residual = np.maximum(p - q, 0.0)
+        total = residual.sum()
+        return sequential_moves(q, coins[None, :], residual / total if total > 0 else p.copy(), split)
 
     def _undrafted(self, drafts):
         M, k = drafts.shape
