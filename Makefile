@@ -51,8 +51,10 @@ $(SWEEPS): $(STAMP)
 	@$(BIN)/mdsd sweep experiments/$@.toml --out results/$@ --jobs $(JOBS)
 	@$(BIN)/mdsd plot results/$@ --quiet
 
-tree-decode: $(STAMP) ## Decoding with draft trees on pydoc-ngram: block efficiency per tree and verifier
+tree-decode: $(STAMP) ## Draft trees on pydoc-ngram: expected tokens per call at shared contexts (paired), and a generation check
 	@mkdir -p results/$@
+	@$(BIN)/mdsd decode --config experiments/$@-expected.toml --jobs $(JOBS) --out results/$@/expected.csv \
+		--comparisons results/$@/comparisons.csv --per-context results/$@/contexts.parquet
 	@$(BIN)/mdsd decode --config experiments/$@.toml --jobs $(JOBS) --out results/$@/summary.csv \
 		--timings results/$@/timings.csv --per-prompt results/$@/prompts.csv --steps results/$@/steps.parquet
 	@$(BIN)/mdsd plot results/$@ --quiet

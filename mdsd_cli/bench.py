@@ -70,7 +70,8 @@ class BenchConfig:
                    decode_optimal_tokens=3, repeats=3)
 
 
-FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "audit")
+FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "expected",
+           "audit")
 
 
 def random_pairs(num_pairs: int, vocab: int, seed: int, *, spread: float = 2.0, noise: float = 1.0):
@@ -195,6 +196,11 @@ def run_benchmarks(config: BenchConfig = BenchConfig(), *, figures=FIGURES, prog
         from .bench_decode import decode_overhead_rows
 
         rows += decode_overhead_rows(config, timed, _row)
+        advance()
+    if "expected" in figures:
+        from .bench_decode import expected_rows
+
+        rows += expected_rows(config, timed, _row)
         advance()
     if "lp" in figures:
         Pl, Ql = random_pairs(1, config.lp_vocab, config.seed + 3)

@@ -77,4 +77,61 @@ def decode_overhead_rows(config, timed, row) -> list[dict]:
     return rows
 
 
-__all__ = ["decode_overhead_rows"]
+def expected_rows(config, timed, row) -> list[dict]:
+    """Rows of the ``expected`` figure: the whole cost of tau(c) at one context of ``pydoc-ngram`` (V = 2,380)
+    on a ``4x3`` tree, the models' laws included (each context starts with empty memos), against one decode
+    step of the same configuration from the same context, timed in the same run.
+
+    Three ways: the exact recursion (``rrs``; prune 0.01 with sampled tails, as the ``tree-decode``
+    experiment runs it, and the default 0.001), sampled draft tuples (``rrsw``), and 64 repeated steps
+    (Monte Carlo, ``rrs``). No target: the rows say how many decode steps one context costs, and the note
+    the per-context standard error each buys (the interval a generation run would need that many steps for).
+    """
+    from .decode import plan_decode
+    from .decode.drafting import grow_tree
+    from .decode.exact import ConditionalLaws
+    from .decode.expected import TauOptions, context_tau, sample_contexts
+    from .decode.walk import walk_per_node
+    from .models import load_model_pair
+    from .samplers import get_sampler
+    from .verifiers import get_verifier
+
+    pair = load_model_pair("pydoc-ngram")
+    contexts = sample_contexts(pair.target, pair.prompts(max(2, config.decode_prompts)), per_prompt=1,
+                               max_new_tokens=32, temperature=1.0, seed=config.seed)
+    rows = []
+    cases = [("rrs", "exact, prune 0.01", TauOptions(prune=0.01, replicates=2)),
+             ("rrs", "exact, prune 0.001", TauOptions(prune=0.001)),
+             ("rrsw", "sampled drafts", TauOptions(prune=0.01, replicates=2, draft_samples=64)),
+             ("rrs", "monte-carlo, 64 steps", TauOptions(method="monte-carlo", repeats=64))]
+    for verifier, label, options in cases:
+        spec = plan_decode(["4x3"], [verifier], vocab_size=pair.vocab_size, baselines=False)[0][0]
+        sampler, cls = get_sampler(spec.sampler), get_verifier(verifier)
+        context = list(contexts[0].tokens)
+        rng = np.random.default_rng(config.seed)
+
+        def one_step(context=context, spec=spec, sampler=sampler, cls=cls, rng=rng):
+            tree = grow_tree(pair.draft, context, spec.tree, sampler, 1.0, rng)
+            logits = pair.target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
+            walk_per_node(tree, logits, 1.0, cls, spec.sampler, rng, conditional_acceptance=False)
+
+        errors: list[float] = []
+
+        def per_context(spec=spec, options=options, rng=rng, errors=errors):
+            for c in contexts:
+                P = ConditionalLaws(pair.target, c.tokens, 1.0)
+                Q = ConditionalLaws(pair.draft, c.tokens, 1.0)
+                errors.append(context_tau(P, Q, spec, options, rng=rng).stderr)
+
+        base = timed(one_step, config.repeats)
+        whole = timed(per_context, max(1, config.repeats // 2))
+        each = tuple(x / len(contexts) for x in whole)
+        se = float(np.sqrt(np.mean(np.square(errors))))
+        rows.append(row(f"expected tau(c) {verifier}, {label}, 4x3 tree", 4, pair.vocab_size, len(contexts), each,
+                        "one decode step", base, target="report", ratio=each[0] / base[0], passed=True,
+                        note=f"per context {each[0] * 1e3:.0f} ms = {each[0] / base[0]:.0f} decode steps; "
+                             f"per-context standard error {se:.3f} (one generated step: about 1)"))
+    return rows
+
+
+__all__ = ["decode_overhead_rows", "expected_rows"]

@@ -9,7 +9,8 @@ verifier-gap   each verifier's acceptance against temperature, with α* of each
 num-drafts     α* per sampler and each verifier's acceptance against n
 scaling        seconds per pair against V for each solver (log-log), a panel per n;
                sizes a solver refused are marked on the axis ("the wall")
-tree-decode    from an ``mdsd decode`` summary: block efficiency with its 95% interval
+tree-decode    from an ``mdsd decode`` summary (or its ``expected.csv`` from ``--expected``, when
+               present): block efficiency with its 95% interval
                per tree, draft law and verifier (a panel per temperature), and the
                acceptance at each depth next to α* of the visited nodes (a panel per tree)
 ============== =====================================================================
@@ -199,13 +200,17 @@ def _tree_order(labels) -> list[str]:
 
 
 def plot_tree_decode(summary, out: Path) -> list[Path]:
-    """Block efficiency per tree (with intervals) and acceptance by depth, from an ``mdsd decode`` summary."""
+    """Block efficiency per tree (with intervals) and acceptance by depth, from an ``mdsd decode`` summary
+    (a generation run, or the expected tokens per call of ``--expected``)."""
     plt = _pyplot()
     rows = _need(summary[summary.tree != "plain"], "decode rows")
     trees = _tree_order(rows.tree)
     temps = sorted(rows.temperature.unique())
     combos = list(dict.fromkeys(zip(rows.sampler, rows.verifier)))
-    fig, axes = _panels(plt, len(temps), "Block efficiency (tokens per target call, 95% intervals)")
+    expected = "certified_low" in rows.columns
+    title = ("Expected tokens per target call at shared contexts (95% intervals over prompts)" if expected
+             else "Block efficiency (tokens per target call, 95% intervals)")
+    fig, axes = _panels(plt, len(temps), title)
     for ax, T in zip(axes, temps):
         at = rows[rows.temperature == T]
         present = {t: [c for c in combos if ((at.tree == t) & (at.sampler == c[0]) & (at.verifier == c[1])).any()]
@@ -236,8 +241,9 @@ def plot_tree_decode(summary, out: Path) -> list[Path]:
     panels = [t for t in trees if t not in chains] or trees
     for T in temps:
         at = rows[rows.temperature == T]
-        fig, axes = _panels(plt, len(panels), f"Acceptance at each depth, T = {T:g} (dashed: α* of the visited "
-                            "nodes; dotted black: the single-draft chain of the same depth)")
+        fig, axes = _panels(plt, len(panels), f"Acceptance at each depth, T = {T:g} (" + (
+            "expected, at shared contexts" if expected else "dashed: α* of the visited nodes")
+            + "; dotted black: the single-draft chain of the same depth)")
         for ax, tree in zip(axes, panels):
             d = at[at.tree == tree]
             chain = at[(at.tree == f"1x{int(d.depth.iloc[0])}")] if not d.empty else d
@@ -246,7 +252,8 @@ def plot_tree_decode(summary, out: Path) -> list[Path]:
                 color = COLORS.get(r.verifier, "#333333")
                 ax.plot(k, [r[f"acceptance_d{i}"] for i in k], "-" + MARKERS.get(r.sampler, "o"), color=color,
                         ms=3, lw=1.2, label=f"{r.verifier} ({r.sampler})")
-                ax.plot(k, [r[f"alpha_star_d{i}"] for i in k], "--", color=color, lw=0.8, alpha=0.6)
+                if f"alpha_star_d{k[0]}" in r.index:
+                    ax.plot(k, [r[f"alpha_star_d{i}"] for i in k], "--", color=color, lw=0.8, alpha=0.6)
             if tree not in chains and not chain.empty:
                 c = chain.iloc[0]
                 k = [int(col[12:]) for col in depth_cols if c[col] == c[col]]
@@ -318,7 +325,8 @@ def plot_results(results, out, *, figure: str | None = None) -> list[Path]:
     if "block_efficiency" in summary.columns:  # an mdsd decode summary
         if figure not in (None, "tree-decode"):
             raise InputError(f"{summary_path} is an mdsd decode summary; its figure is tree-decode, not {figure}")
-        return plot_tree_decode(summary, out)
+        expected = results / "expected.csv"  # mdsd decode --expected beside it: the figures show those values
+        return plot_tree_decode(_read_table(expected, results) if expected.exists() else summary, out)
     if "family" in summary.columns and "selected" in summary.columns:  # an mdsd design table
         if figure not in (None, "draft-design"):
             raise InputError(f"{summary_path} is an mdsd design table; its figure is draft-design, not {figure}")

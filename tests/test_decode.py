@@ -553,13 +553,16 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 @pytest.mark.skipif(not (ROOT / "results" / "tree-decode" / "summary.csv").exists(), reason="no committed results")
 def test_committed_tree_decode_results_match_a_rerun():
-    """A few configurations of the committed experiment, decoded again: the same numbers, prompt by prompt."""
+    """Configurations of the committed generation check, decoded again: the same numbers, prompt by prompt.
+
+    ``rrs`` is among them: its draws once depended on numpy's argsort tie order, which differs between
+    AVX2 and AVX-512 processors (the residual family's order is canonical now)."""
     from mdsd_cli.cli.decode import read_config
     from mdsd_cli.decode.metrics import prompts_table
 
     cfg = read_config(ROOT / "experiments" / "tree-decode.toml")
     pair = load_model_pair(cfg["models"])
-    specs, _ = plan_decode(["2x4"], ["greedy", "hub"], temperatures=[0.7], vocab_size=pair.vocab_size,
+    specs, _ = plan_decode(["2x4"], ["rrs", "kseq"], temperatures=[1.0], vocab_size=pair.vocab_size,
                            baselines=False)
     run = run_decode(pair.target, pair.draft, pair.prompts(cfg["prompts"]), specs,
                      max_new_tokens=cfg["max_new_tokens"], seed=cfg["seed"], reuse_verifiers=True)
@@ -574,3 +577,36 @@ def test_committed_tree_decode_results_match_a_rerun():
     per_prompt = pd.read_csv(ROOT / "results" / "tree-decode" / "prompts.csv")
     mine = prompts_table(run).merge(per_prompt, on=[*keys, "prompt"], suffixes=("", "_committed"))
     assert len(mine) == 2 * cfg["prompts"] and (mine.walk_tokens == mine.walk_tokens_committed).all()
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "tree-decode" / "contexts.parquet").exists(),
+                    reason="no committed results")
+def test_committed_expected_tokens_match_a_rerun():
+    """tau(c) of the committed tree-decode-expected run at a few of its contexts, evaluated again: ``rrsw``
+    (sampled draft tuples, so the random stream is on the path) and ``rrs`` (exact recursion, sampled tails)."""
+    from mdsd_cli.cli.decode import read_config
+    from mdsd_cli.decode.expected import TauOptions, run_expected, sample_contexts
+
+    cfg = read_config(ROOT / "experiments" / "tree-decode-expected.toml")
+    pair = load_model_pair(cfg["models"])
+    specs, _ = plan_decode(["4x3"], ["rrs", "rrsw"], temperatures=[1.0], vocab_size=pair.vocab_size,
+                           baselines=False)
+    prompts = pair.prompts(cfg["prompts"])[:4]
+    contexts = [c for prompt in prompts
+                for c in sample_contexts(pair.target, [prompt], per_prompt=cfg["contexts_per_prompt"],
+                                         max_new_tokens=cfg["max_new_tokens"], temperature=1.0, seed=cfg["seed"])]
+    options = TauOptions(prune=cfg["prune"], tail_samples=cfg["tail_samples"], replicates=cfg["replicates"],
+                         draft_samples=cfg["draft_samples"])
+    run = run_expected(pair.target, pair.draft, contexts, specs, options=options, seed=cfg["seed"])
+    committed = pd.read_parquet(ROOT / "results" / "tree-decode" / "contexts.parquet")
+    checked = 0
+    for (si, ci), value in run.values.items():
+        spec, context = run.specs[si], run.contexts[ci]
+        row = committed[(committed.tree == "4x3") & (committed.verifier == spec.verifier)
+                        & (committed.temperature == 1.0) & (committed.prompt == context.prompt)
+                        & (committed.position == context.position)]
+        assert len(row) == 1, (spec.label, context.prompt, context.position)
+        for column, mine in (("tau", value.value), ("tau_low", value.lower), ("tau_high", value.upper)):
+            assert np.isclose(mine, row[column].iloc[0], rtol=1e-10, atol=1e-12, equal_nan=True), (spec.label, column)
+        checked += 1
+    assert checked == 2 * len(contexts)

@@ -384,3 +384,40 @@ def test_dask_gives_the_values_of_local_processes(tmp_path):
         remote = run_expected(models["target"], models["draft"], contexts, specs, options=options, executor="dask",
                               client=client, loader=loader)
     assert {k: v.value for k, v in local.values.items()} == {k: v.value for k, v in remote.values.items()}
+
+
+def test_sequence_verifiers_expected_tokens_are_the_mean_length_of_their_law():
+    from mdsd_cli.decode.sequence import SEQUENCE_VERIFIERS
+
+    target, draft = synthetic_models(5, seed=3, noise=1.0)
+    P, Q = ConditionalLaws(target, (1, 2), 1.0), ConditionalLaws(draft, (1, 2), 1.0)
+    for tree, verifier, sampler in (("1x3", "block", "iid"), ("2x2", "traversal", "iid"), ("2,2", "traversal", "wor")):
+        for drawn, _ in tree_law(parse_tree(tree), sampler, Q)[:40]:
+            Ps = list(P.many(tree_paths(drawn)))
+            law = SEQUENCE_VERIFIERS[verifier].output_law(drawn, Ps, sampler)
+            for eos in (None, 0, 2):
+                want = sum(m * (k.index(eos) + 1 if eos in k else len(k)) for k, m in law.items())
+                got = SEQUENCE_VERIFIERS[verifier].expected_tokens(drawn, Ps, sampler, eos)
+                assert abs(got - want) < 1e-12
+
+
+@pytest.mark.parametrize("verifier,sampler", [("rrs", "iid:temperature=0.8"), ("kseq", "iid:top_k=3"),
+                                              ("rrsw", "wor:temperature=1.5"), ("optimal-iid", "iid:top_p=0.9")])
+def test_decode_runs_parametric_draft_laws_and_their_step_law_is_the_target_law(verifier, sampler):
+    """What `mdsd design` recommends must be decodable (issue: parametric laws were refused), and losslessly:
+    the exact law of a step over every draft tree, continued by the target, is the target's sequence law."""
+    from mdsd_cli.decode.exact import sequence_law, stream_law
+
+    target, draft = synthetic_models(4, seed=5, noise=1.5)
+    specs, _ = plan_decode(["2x2"], [f"{verifier}:{sampler}"], vocab_size=4, baselines=False)
+    assert specs[0].sampler == sampler
+    P, Q = ConditionalLaws(target, (1, 3), 1.0), ConditionalLaws(draft, (1, 3), 1.0)
+    total: dict = {}
+    for tree, prob in tree_law(parse_tree("2x2"), sampler, Q):
+        for tokens, mass in per_node_output_law(tree, list(P.many(tree_paths(tree))), VERIFIERS[verifier],
+                                                sampler).items():
+            total[tokens] = total.get(tokens, 0.0) + prob * mass
+    for k in (1, 2, 3):
+        assert np.abs(stream_law(total, P, 4, k) - sequence_law(P, 4, k)).max() < 1e-12
+    tau = exact_tau(P, Q, parse_tree("2x2"), sampler, verifier, prune=0.0).value
+    assert abs(tau - sum(m * len(k) for k, m in total.items())) < 1e-12

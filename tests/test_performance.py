@@ -71,7 +71,13 @@ def test_run_benchmarks_quick_gives_every_figure():
         assert r["ratio"] > 0 and r["status"] in ("pass", "short") and r["median_s"] >= 0
     lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
     assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
-    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "audit")
+    assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode",
+                       "expected", "audit")
+    expected = [r for r in rows if r["figure"].startswith("expected tau(c)")]
+    assert [r["figure"].split(", ")[1] for r in expected] == ["exact", "exact", "sampled drafts",
+                                                              "monte-carlo"]
+    for r in expected:  # the whole cost of one context against one decode step timed in the same run
+        assert r["baseline"] == "one decode step" and r["baseline_s"] > 0 and "per-context standard error" in r["note"]
     audit = {r["figure"]: r for r in rows if "audit" in r["figure"]}
     assert list(audit) == ["audit overhead, numpy rrs", "audit harness, trivial callable"]
     for r in audit.values():  # the harness against the same calls made in a plain loop, in the same run

@@ -26,15 +26,21 @@ CONFIG_KEYS = {
     "temperatures": list, "seed": int, "draft_cost": (int, float), "node_cost": (int, float), "baselines": bool,
     "node_metrics": bool, "reuse_verifiers": bool, "sequence_bound": bool, "target": str, "draft": str,
     "device": str, "dtype": str, "revision": str, "draft_revision": str, "chat_template": bool, "scoring": str,
-    "threads": int,
+    "threads": int, "expected": bool, "contexts_per_prompt": int, "method": str, "prune": (int, float),
+    "tail_samples": int, "replicates": int, "draft_samples": int, "repeats": int, "compare": list,
 }
+#: Settings of --expected runs (left out of a generation run's manifest).
+EXPECTED_KEYS = ("expected", "contexts_per_prompt", "method", "prune", "tail_samples", "replicates", "draft_samples",
+                 "repeats", "compare")
 #: Settings of Hugging Face models (--target/--draft), with their defaults.
 HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
                "chat_template": False, "scoring": "auto", "threads": None}
 DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
             "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
-            "reuse_verifiers": False, "sequence_bound": False}
+            "reuse_verifiers": False, "sequence_bound": False, "expected": False, "contexts_per_prompt": 4,
+            "method": "auto", "prune": 1e-3, "tail_samples": 8, "replicates": 4, "draft_samples": 256, "repeats": 64,
+            "compare": []}
 
 
 def read_config(path: Path) -> dict:
@@ -219,22 +225,23 @@ def decode(
                                   "has an exact law (a certified interval where pruned), else from sampled draft "
                                   "tuples or repeated steps; every configuration on the same contexts, so "
                                   "differences are paired (--compare).", rich_help_panel=EXPECTED_PANEL),
-    contexts_per_prompt: int = typer.Option(4, "--contexts-per-prompt", min=1, help="Positions per prompt "
-                                            "(drawn from 0..max-new-tokens-1 of its target continuation).",
+    contexts_per_prompt: int | None = typer.Option(None, "--contexts-per-prompt", min=1, help="Positions per prompt "
+                                            "(drawn from 0..max-new-tokens-1 of its target continuation). (default: 4)",
                                             rich_help_panel=EXPECTED_PANEL),
-    method: str = typer.Option("auto", "--method", help="auto (exact where it can be, else sampled draft tuples or "
+    method: str | None = typer.Option(None, "--method", help="auto (exact where it can be, else sampled draft tuples or "
                                "Monte Carlo), exact (refused where there is no exact law), sampled-drafts, "
-                               "monte-carlo (repeat the step).", rich_help_panel=EXPECTED_PANEL),
-    prune: float = typer.Option(1e-3, "--prune", help="Path probability under which the exact recursion stops "
+                               "monte-carlo (repeat the step). (default: auto)", rich_help_panel=EXPECTED_PANEL),
+    prune: float | None = typer.Option(None, "--prune", help="Path probability under which the exact recursion stops "
                                 "(in [0, 1); 0: nothing pruned): what is pruned widens the certified interval and "
-                                "is sampled (--tail-samples) for the point estimate.", rich_help_panel=EXPECTED_PANEL),
-    tail_samples: int = typer.Option(8, "--tail-samples", help="Pruned children expanded per level, drawn in "
-                                     "proportion to their probability.", rich_help_panel=EXPECTED_PANEL),
-    replicates: int = typer.Option(4, "--replicates", help="Independent draws of the sampled parts per context "
-                                   "(for its standard error; >= 2).", rich_help_panel=EXPECTED_PANEL),
-    draft_samples: int = typer.Option(256, "--draft-samples", help="Draft tuples per node where a verifier's law "
-                                      "is estimated (sampled-drafts).", rich_help_panel=EXPECTED_PANEL),
-    repeats: int = typer.Option(64, "--repeats", help="Steps per context for --method monte-carlo (>= 2).",
+                                "is sampled (--tail-samples) for the point estimate. (default: 0.001)", rich_help_panel=EXPECTED_PANEL),
+    tail_samples: int | None = typer.Option(None, "--tail-samples", help="Pruned children expanded per level, drawn in "
+                                     "proportion to their probability. (default: 8)", rich_help_panel=EXPECTED_PANEL),
+    replicates: int | None = typer.Option(None, "--replicates", help="Independent draws of the sampled parts per context "
+                                   "(for its standard error; >= 2). (default: 4)", rich_help_panel=EXPECTED_PANEL),
+    draft_samples: int | None = typer.Option(None, "--draft-samples", help="Draft tuples per node where a verifier's law "
+                                      "is estimated (sampled-drafts). (default: 256)", rich_help_panel=EXPECTED_PANEL),
+    repeats: int | None = typer.Option(None, "--repeats", help="Steps per context for --method monte-carlo (>= 2). "
+                                       "(default: 64)",
                                 rich_help_panel=EXPECTED_PANEL),
     compare: list[str] | None = typer.Option(None, "--compare", help="A paired difference tau(A) - tau(B) to "
                                              "report: A,B with each side VERIFIER[:SAMPLER] (on every tree) or "
@@ -284,18 +291,7 @@ def decode(
     for path in (out, steps, per_prompt, text, timings, comparisons, per_context):
         if path is not None:
             check_output_path(path)
-    if expected:
-        given_generation = {"--steps": steps, "--per-prompt": per_prompt, "--text": text, "--timings": timings}
-        clash = [name for name, value in given_generation.items() if value is not None]
-        if clash:
-            raise InputError(f"{clash[0]} describes a generation run; --expected writes --per-context and "
-                             "--comparisons instead")
-    else:
-        given_expected = {"--compare": compare, "--comparisons": comparisons, "--per-context": per_context,
-                          "--executor": executor if executor != "local" else None, "--scheduler": scheduler}
-        clash = [name for name, value in given_expected.items() if value]
-        if clash:
-            raise InputError(f"{clash[0]} applies to --expected; add --expected")
+
     settings = {**DEFAULTS, **HF_DEFAULTS}
     from_file = read_config(config) if config is not None else {}
     settings.update(from_file)
@@ -303,7 +299,10 @@ def decode(
              "max_new_tokens": max_new_tokens, "trees": tree, "samplers": sampler, "verifiers": verifier,
              "temperatures": temperature, "seed": seed, "draft_cost": draft_cost, "node_cost": node_cost,
              "target": target, "draft": draft, "device": device, "dtype": dtype, "revision": revision,
-             "draft_revision": draft_revision, "scoring": scoring, "threads": threads}
+             "draft_revision": draft_revision, "scoring": scoring, "threads": threads,
+             "contexts_per_prompt": contexts_per_prompt, "method": method, "prune": prune,
+             "tail_samples": tail_samples, "replicates": replicates, "draft_samples": draft_samples,
+             "repeats": repeats, "compare": compare}
     settings.update({k: v for k, v in given.items() if v not in (None, [])})
     if chat_template:
         settings["chat_template"] = True
@@ -319,6 +318,22 @@ def decode(
         settings["reuse_verifiers"] = True
     if sequence_bound:
         settings["sequence_bound"] = True
+    if expected:
+        settings["expected"] = True
+    expected = settings["expected"]
+    if expected:
+        given_generation = {"--steps": steps, "--per-prompt": per_prompt, "--text": text, "--timings": timings}
+        clash = [name for name, value in given_generation.items() if value is not None]
+        if clash:
+            raise InputError(f"{clash[0]} describes a generation run; --expected writes --per-context and "
+                             "--comparisons instead")
+    else:
+        given_expected = {"--compare": compare, "--comparisons": comparisons, "--per-context": per_context,
+                          "--executor": executor if executor != "local" else None, "--scheduler": scheduler,
+                          "--method": method, "--prune": prune, "--contexts-per-prompt": contexts_per_prompt}
+        clash = [name for name, value in given_expected.items() if value not in (None, [])]
+        if clash:
+            raise InputError(f"{clash[0]} applies to --expected; add --expected")
     if settings["models"] != "synthetic" and (vocab is not None or model_seed is not None or noise is not None):
         raise InputError("--vocab, --model-seed and --noise shape the synthetic pair; use them with --models synthetic")
 
@@ -335,13 +350,16 @@ def decode(
         from ..decode.expected import TauOptions
         from .decode_expected import run_expected_command
 
-        dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise",
-                                                                         *HF_DEFAULTS, "target", "draft")
+        dropped = (("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise",
+                                                                          *HF_DEFAULTS, "target", "draft"))
+        dropped = (*dropped, *EXPECTED_KEYS, "reuse_verifiers", "node_metrics")
         run_expected_command(
             settings, pair, specs, prompt_list,
-            options=TauOptions(method=method, prune=prune, tail_samples=tail_samples, replicates=replicates,
-                               draft_samples=draft_samples, repeats=repeats),
-            contexts_per_prompt=contexts_per_prompt, compare=list(compare or []), comparisons=comparisons,
+            options=TauOptions(method=settings["method"], prune=settings["prune"],
+                               tail_samples=settings["tail_samples"], replicates=settings["replicates"],
+                               draft_samples=settings["draft_samples"], repeats=settings["repeats"]),
+            contexts_per_prompt=settings["contexts_per_prompt"], compare=list(settings["compare"]),
+            comparisons=comparisons,
             per_context=per_context, jobs=jobs, executor=executor, scheduler=scheduler, timeout=timeout,
             trust_remote_code=trust_remote_code, progress=progress, quiet=quiet, out=out, fmt=fmt,
             manifest_extra={**{k: v for k, v in settings.items() if k not in dropped},
@@ -365,6 +383,7 @@ def decode(
                         timing=not no_timing, bounds=bounds)
     dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise", *HF_DEFAULTS,
                                                                      "target", "draft")
+    dropped = (*dropped, *EXPECTED_KEYS)
     manifest = build_manifest("decode", {
         **{k: v for k, v in settings.items() if k not in dropped},
         **({"vocab": settings["vocab"], "model_seed": settings["model_seed"], "noise": settings["noise"]}

@@ -89,7 +89,10 @@ def _check_combination(tree: TreeShape, verifier: str, sampler: str, vocab_size:
     cls = _verifier(verifier)
     if verifier in SEQUENCE_VERIFIERS:
         cls.check_tree(tree)
-    if cls.samplers is not None and sampler not in cls.samplers:
+        if get_sampler(sampler).name != get_sampler(sampler).kind:
+            raise InputError(f"{verifier} verifies plain iid or wor drafts, not the parametric law {sampler}; use a "
+                             "per-node verifier (rrs, kseq, optimal-iid, rrsw, optimal-wor) for parametric laws")
+    if cls.samplers is not None and get_sampler(sampler).kind not in cls.samplers:  # parametric laws by family
         raise InputError(f"verifier {verifier} is lossless for {'/'.join(cls.samplers)} drafts only, not "
                          f"{sampler}; pick --sampler {cls.samplers[0]} or pin it as {verifier}:{cls.samplers[0]}")
     fixed = cls.fixed_n or get_sampler(sampler).fixed_n
@@ -143,7 +146,7 @@ def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence
         if pinned:
             laws = [pinned]
         elif samplers:
-            laws = [s for s in samplers if cls.samplers is None or s in cls.samplers]
+            laws = [s for s in samplers if cls.samplers is None or get_sampler(s).kind in cls.samplers]
             if not laws:
                 raise InputError(f"verifier {name} is lossless for {'/'.join(cls.samplers)} drafts only, not "
                                  f"{'/'.join(samplers)}; add --sampler {cls.samplers[0]} or drop --verifier {name}")

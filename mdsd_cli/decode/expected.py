@@ -335,14 +335,7 @@ def exact_tau(P: ConditionalLaws, Q: ConditionalLaws, shape: TreeShape, sampler:
 def _tokens_given_tree(tree, P, verifier: str, sampler: str, eos, cache: dict | None) -> float:
     """Exact expected tokens of one step given the drawn ``tree`` (``P[i]``: target law at node ``i``)."""
     if verifier in SEQUENCE_VERIFIERS:
-        law = SEQUENCE_VERIFIERS[verifier].output_law(tree, list(P), sampler)
-        total = 0.0
-        for key, mass in law.items():
-            length = len(key)
-            if eos is not None and eos in key:
-                length = key.index(eos) + 1
-            total += mass * length
-        return total
+        return SEQUENCE_VERIFIERS[verifier].expected_tokens(tree, list(P), sampler, eos)
     cls = get_verifier(verifier)
     paths = tree_paths(tree) if cache is not None else None
 

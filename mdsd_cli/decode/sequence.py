@@ -109,6 +109,13 @@ class SequenceVerifier:
         """
         return (_block_law if self.name == "block" else _traversal_law)(tree, P, sampler)
 
+    def expected_tokens(self, tree: DraftTree, P: list, sampler: str, eos_token_id: int | None = None) -> float:
+        """The expected number of tokens the step appends given the drawn ``tree``: the mean length of
+        :meth:`output_law`'s blocks (cut after an accepted end-of-sequence token), without building it."""
+        out = _Lengths(eos_token_id)
+        (_block_law if self.name == "block" else _traversal_law)(tree, P, sampler, out)
+        return out.total
+
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
              rng: np.random.Generator, *, eos_token_id: int | None = None) -> WalkResult:
         """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens."""
@@ -173,19 +180,40 @@ def _block_quantities(tree: DraftTree, P: list):
     return nodes, h, laws
 
 
-def _block_law(tree, P, sampler):
+class _Lengths:
+    """Accumulates the expected number of tokens of a step instead of its law (a step that accepts an
+    end-of-sequence token ends there)."""
+
+    def __init__(self, eos):
+        self.eos, self.total = eos, 0.0
+
+    def add(self, path, mass, law):
+        length = len(path) + 1
+        if self.eos is not None and self.eos in path:
+            length = path.index(self.eos) + 1
+        self.total += mass * float(law[law > 0].sum()) * length
+
+
+def _emit(out, path: tuple, mass: float, law: np.ndarray) -> None:
+    """Add ``mass`` times the law of the token after ``path`` to ``out`` (a dict of blocks, or :class:`_Lengths`)."""
+    if isinstance(out, _Lengths):
+        out.add(path, mass, law)
+        return
+    for y in np.flatnonzero(law > 0):
+        key = (*path, int(y))
+        out[key] = out.get(key, 0.0) + mass * float(law[y])
+
+
+def _block_law(tree, P, sampler, out=None):
     nodes, h, laws = _block_quantities(tree, P)
-    out: dict[tuple[int, ...], float] = {}
+    out = {} if out is None else out
     above = 1.0  # P(no i' > i accepted)
     for i in range(len(nodes) - 1, -1, -1):
         mass = float(above * h[i])
         above *= 1.0 - float(h[i])
         if mass <= 0:
             continue
-        path = tuple(tree.tokens[u] for u in nodes[1 : i + 1])
-        for y in np.flatnonzero(laws[i] > 0):
-            key = (*path, int(y))
-            out[key] = out.get(key, 0.0) + mass * float(laws[i][y])
+        _emit(out, tuple(tree.tokens[u] for u in nodes[1 : i + 1]), mass, laws[i])
     return out
 
 
@@ -234,16 +262,12 @@ def _traverse(tree: DraftTree, P: list, sampler: str, u: int, w: float, rng, wei
         while v > 0:
             path.append(tree.tokens[v])
             v = tree.parents[v]
-        path = tuple(path[::-1])
-        mass = weight * stay * accept
-        for y in np.flatnonzero(Pu > 0):
-            key = (*path, int(y))
-            out[key] = out.get(key, 0.0) + mass * float(Pu[y])
+        _emit(out, tuple(path[::-1]), weight * stay * accept, Pu)
     return stay * (1.0 - accept)
 
 
-def _traversal_law(tree, P, sampler):
-    out: dict[tuple[int, ...], float] = {}
+def _traversal_law(tree, P, sampler, out=None):
+    out = {} if out is None else out
     _traverse(tree, P, sampler, 0, 1.0, None, 1.0, out)
     return out
 
