@@ -198,6 +198,45 @@ def _overlap(a_low, a_high, b_low, b_high) -> bool:
     return a_low <= b_high and b_low <= a_high
 
 
+def _reversals_explained(reversed_: pd.DataFrame, expected: pd.DataFrame) -> str:
+    """Why an expected order reverses, from the per-depth acceptances of the trees where it does."""
+    if reversed_.empty:
+        return ""
+    parts = []
+    trees = sorted({r.left.split()[0] for r in reversed_.itertuples()})
+    exact = expected[expected.method == "exact"]
+
+    def at(tree, verifier, T, col):
+        r = exact[(exact.tree == tree) & (exact.verifier == verifier) & (exact.temperature == T)]
+        return None if r.empty else float(r[col].iloc[0])
+
+    if "eagle-1" in trees:
+        T = max(reversed_[reversed_.left.str.startswith("eagle-1")].temperature)
+        a1 = {v: at("eagle-1", v, T, "accepted_ge_1") for v in ("rrs", "kseq")}
+        a2 = {v: at("eagle-1", v, T, "accepted_ge_2") for v in ("rrs", "kseq")}
+        if None not in a1.values() and None not in a2.values():
+            parts.append(
+                "On eagle-1 the children of a node are unlike: the first carries the deepest subtree. `rrs` and "
+                "`rrsw` try the drafts in order and so accept the first child most often; `kseq`, `optimal-iid` and "
+                "`optimal-wor` raise the chance of accepting *some* child but are indifferent to which. At "
+                f"T = {T:g}, `kseq` accepts a root child more often than `rrs` (P(accepted ≥ 1) {a1['kseq']:.3f} "
+                f"against {a1['rrs']:.3f}) and goes deeper less often (P(accepted ≥ 2) {a2['kseq']:.3f} against "
+                f"{a2['rrs']:.3f}). A per-node optimum is not an optimum over the tree where subtrees differ; a "
+                "verifier that weighs each child by what its subtree yields is the open question (docs/sequence.md)")
+    if "paths:4x4" in trees:
+        T = max(reversed_[reversed_.left.str.startswith("paths:4x4")].temperature)
+        d1 = {v: at("paths:4x4", v, T, "acceptance_d1") for v in ("optimal-wor", "kseq")}
+        d2 = {v: at("paths:4x4", v, T, "acceptance_d2") for v in ("optimal-wor", "kseq")}
+        if None not in d1.values() and None not in d2.values():
+            parts.append(
+                "On paths:4x4 every root child leads a single-draft path. Drafting without replacement accepts "
+                f"more at the root (at T = {T:g}, `optimal-wor` {d1['optimal-wor']:.3f} against `kseq` "
+                f"{d1['kseq']:.3f}) but the path below is accepted less often (depth 2: {d2['optimal-wor']:.3f} "
+                f"against {d2['kseq']:.3f}): the extra root tokens are less likely ones, presumably followed by "
+                "contexts the bigram draft predicts worse")
+    return ("*Why the reversals.* " + ". ".join(parts) + ".") if parts else ""
+
+
 def tree_decode(results: Path) -> list[str]:
     base = results / "tree-decode"
     expected = pd.read_csv(base / "expected.csv")
@@ -259,8 +298,10 @@ def tree_decode(results: Path) -> list[str]:
     out += [f"*Check: does generation agree?* A generation run ({gen_prompts} other held-out prompts, "
             f"{int(generation.generated_tokens.iloc[0] / generation.prompts.iloc[0])} tokens each; `rrs`, `kseq`, "
             "`optimal-iid` on every tree and the chains) measures tokens per target call as a ratio over its steps, "
-            "which weights a context by how often a step starts there, about 1/τ(c) per token: it estimates the "
-            "harmonic mean of τ(c), not the mean. Its interval overlaps that of the harmonic mean in "
+            "which weights a context by how often a step starts there, about 1/τ(c) per token: it estimates "
+            "about the harmonic mean of τ(c), not the mean (exactly so only where τ(c) varies slowly along the "
+            "text; it does not on eagle-1, where one hard token is often followed by easy ones). Its interval "
+            "overlaps that of the harmonic mean in "
             f"{agree} of {cells} configurations ({verdict(agree == cells, partial=agree >= cells - 2)}; farthest: "
             f"{worst[-1][1]}), and that of the plain mean in {mean_agree} of {cells}: the mean of τ(c) is the "
             "expected length of a step at a position of the text, larger than what a run's ratio shows.", ""]
@@ -290,6 +331,9 @@ def tree_decode(results: Path) -> list[str]:
             f"±{orders.half_width.median():.3f}); the {len(wide)} wider ones are differences that vary much "
             f"between contexts, {wide_resolved} of them resolved all the same: "
             f"{verdict(len(reversed_) == 0 and resolved == len(orders), partial=resolved >= len(orders) // 2)}.", ""]
+    why = _reversals_explained(reversed_, expected)
+    if why:
+        out += [why, ""]
     lines = ["| ordering | T | " + " | ".join(multi) + " |", "|---|---" + "|---" * len(multi) + "|"]
     for label in ORDER_LABELS:
         for T in temps:
@@ -521,7 +565,7 @@ def sequence_level(results: Path) -> list[str]:
     n_ctx = int(pyd.steps.iloc[0]) if len(pyd) else 0
     out += [f"On `pydoc-ngram`, the first step from {n_ctx} held-out prompts (τ(c) by `mdsd decode --expected`'s "
             "estimator; mean ± 95% over the prompts, and in brackets the gap to 1 + Σ α*_d paired prompt by prompt): "
-            + "; ".join(pparts) + f". The generation check (16 prompts × 16 runs of the step) overlaps these "
+            + "; ".join(pparts) + f". The generation check ({n_ctx} prompts × 16 runs of the step) overlaps these "
             f"intervals in {agree} of {len(both)} cases.", "",
             "Reading: " + _sequence_reading(exact), ""]
     return out

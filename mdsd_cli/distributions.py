@@ -214,6 +214,25 @@ def _to_numpy(x) -> tuple[np.ndarray, float, str]:
     return arr, 0.0, str(arr.dtype)
 
 
+def as_rng(rng) -> np.random.Generator:
+    """A numpy Generator from what a caller may pass as ``rng``: None (fresh entropy), an int seed, a
+    numpy Generator, BitGenerator or SeedSequence, or a ``torch.Generator`` (on any device; one 63-bit
+    seed is drawn from it, so the same torch state gives the same draws and the torch stream advances)."""
+    if rng is None or isinstance(rng, (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence)):
+        return np.random.default_rng(rng)
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        if int(rng) < 0:
+            raise InputError(f"rng must be a seed >= 0 (or a Generator), got {int(rng)}")
+        return np.random.default_rng(int(rng))
+    if type(rng).__module__.startswith("torch") and type(rng).__name__ == "Generator":
+        import torch
+
+        seed = torch.randint(0, 2**63 - 1, (1,), generator=rng, device=rng.device, dtype=torch.int64)
+        return np.random.default_rng(int(seed.item()))
+    raise InputError(f"rng must be a numpy Generator, an int seed >= 0, a torch.Generator or None; "
+                     f"got {type(rng).__name__}")
+
+
 def as_array(x) -> np.ndarray:
     """``x`` (a list, numpy array or torch tensor on any device) as a numpy array, no dtype change
     except bfloat16 -> float32."""

@@ -405,6 +405,18 @@ def test_ratio_interval_against_a_direct_computation():
     assert (hi - tau) == pytest.approx(stats.t.ppf(0.975, 3) * se) and (tau - lo) == pytest.approx(hi - tau)
 
 
+def test_block_efficiency_intervals_stay_in_the_possible_range():
+    """Two prompts on a 2x2 tree: the t interval alone reached [-2.24, 6.24]; clipped to [1, D + 1]."""
+    tau, lo, hi = ratio_interval(np.array([9.0, 2.0]), np.array([3.0, 2.0]), bounds=(1.0, 3.0))
+    assert (lo, hi) == (1.0, 3.0) and tau == pytest.approx(11 / 5)
+    pair = load_model_pair("pydoc-ngram")
+    specs, _ = plan_decode(["2x2", "1x3"], ["rrs"], temperatures=[1.0], vocab_size=pair.vocab_size)
+    df = summarize(run_decode(pair.target, pair.draft, pair.prompts(2), specs, max_new_tokens=6, seed=1),
+                   timing=False)
+    assert (df.block_efficiency_low >= 1).all() and (df.block_efficiency_high <= df.depth + 1).all()
+    assert (df.block_efficiency_low <= df.block_efficiency).all() and (df.block_efficiency <= df.block_efficiency_high).all()
+
+
 def test_summary_columns_and_cost_model():
     pair = load_model_pair("pydoc-ngram")
     specs, _ = plan_decode(["2x3", "paths:3x2"], ["rrs"], temperatures=[1.0], vocab_size=pair.vocab_size)
@@ -610,3 +622,45 @@ def test_committed_expected_tokens_match_a_rerun():
             assert np.isclose(mine, row[column].iloc[0], rtol=1e-10, atol=1e-12, equal_nan=True), (spec.label, column)
         checked += 1
     assert checked == 2 * len(contexts)
+
+
+def test_more_prompts_than_the_built_in_set_says_so(capsys):
+    """--prompts 100000 on a pair with fewer prompts runs them all and says how many, on stderr."""
+    from mdsd_cli.cli.decode import _prompts
+
+    pair = load_model_pair("pydoc-ngram")
+    available = len(pair.prompts(10**6))
+    got = _prompts(pair, str(available + 5))
+    assert len(got) == available
+    err = capsys.readouterr().err
+    assert f"the built-in set has {available} prompts" in " ".join(err.split())
+    _prompts(pair, "3")
+    assert capsys.readouterr().err == ""
+
+
+def test_verifier_kernels_are_loaded_before_the_clock_starts():
+    """optimal-iid/optimal-wor load compiled kernels on first use (about 2 s): run_decode warms every
+    verifier up before timing, so the first configuration is not charged for it. In a fresh interpreter:
+    no kernel before, every kernel those verifiers use compiled after, and no run's stream touched."""
+    import subprocess
+    import sys
+
+    from tests.conftest import SUBPROCESS_TIMEOUT
+
+    code = (
+        "from mdsd_cli import _jit\n"
+        "from mdsd_cli.verifiers import _optimal_kernels as k\n"
+        "from mdsd_cli.decode import plan_decode\n"
+        "from mdsd_cli.decode.engine import warm_up_verifiers\n"
+        "kernels = [f for f in vars(k).values() if hasattr(f, 'signatures')]\n"
+        "before = sum(bool(f.signatures) for f in kernels)\n"
+        "specs, _ = plan_decode(['2x2'], ['optimal-iid', 'optimal-wor', 'rrs'], vocab_size=50, baselines=False)\n"
+        "warm_up_verifiers(specs)\n"
+        "print(_jit.numba_enabled(), before, sum(bool(f.signatures) for f in kernels))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                         cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    enabled, before, after = res.stdout.split()
+    if enabled == "True":
+        assert int(before) == 0 and int(after) > 0, res.stdout

@@ -203,14 +203,20 @@ def test_depth_one_trees_are_one_plus_the_exact_acceptance_rate():
 
 
 def test_identities_hold_on_every_context():
-    """tau(KxD, rrs) >= tau(1xD); optimal-iid >= kseq, rrs at depth 1; tau <= 1 + sum_d alpha*_d."""
+    """tau(KxD, rrs) >= tau(1xD), also on a sparse tree whose first child carries the chain (a drafted token
+    moves the walk to the first child holding it: the deep one); optimal-iid >= kseq, rrs at depth 1;
+    tau <= 1 + sum_d alpha*_d."""
+    from mdsd_cli.decode.trees import sparse_tree
+
     target, draft = synthetic_models(12, seed=4, noise=1.0)
+    sparse = sparse_tree(SPARSE)
     for context in [(1, 2), (5, 5), (0, 11), (7, 3)]:
         P, Q = ConditionalLaws(target, context, 1.0), ConditionalLaws(draft, context, 1.0)
         tau = {(t, v): exact_tau(P, Q, parse_tree(t), "iid", v, prune=0.0).value
                for t in ("1x2", "2x2", "3x2", "3x1") for v in ("rrs", "kseq", "optimal-iid")}
         for v in ("rrs",):
             assert tau[("2x2", v)] >= tau[("1x2", v)] - 1e-12 and tau[("3x2", v)] >= tau[("2x2", v)] - 1e-12
+            assert exact_tau(P, Q, sparse, "iid", v, prune=0.0).value >= tau[("1x2", v)] - 1e-12
         assert tau[("3x1", "optimal-iid")] >= max(tau[("3x1", "kseq")], tau[("3x1", "rrs")]) - 1e-12
         for t in ("2x2", "1x2", "3x2"):
             bound = 1 + step_bound(target, draft, context, parse_tree(t), "iid", 1.0, lp=False)[0]

@@ -191,6 +191,26 @@ def test_rrs_names_the_draft_it_accepted():
     assert all(r.token == 2 for r in seen if r.index is None)  # rejected: the residual's only token
 
 
+def test_a_torch_generator_is_a_random_source_and_anything_else_is_refused_in_one_line():
+    """A decoding loop in torch passes its torch.Generator: the same state gives the same tokens, and the
+    token frequencies follow the exact output law. A string, a float or a negative seed: InputError."""
+    p, q = torch.tensor([0.1, 0.6, 0.3], dtype=torch.float64), torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
+    one = [verify("rrs", p, q, [0, 2], rng=torch.Generator().manual_seed(3)) for _ in range(3)]
+    assert len(set(one)) == 1
+    g = torch.Generator().manual_seed(4)
+    tokens = np.array([verify("rrs", p, q, [0, 2], rng=g) for _ in range(4000)])
+    law = output_law("rrs", p, q, [0, 2])
+    counts = np.bincount(tokens, minlength=3)
+    assert np.all(np.abs(counts / 4000 - law) < 5 * np.sqrt(law * (1 - law) / 4000) + 1e-12), (counts, law)
+    drafts = sample_drafts(q, 2, rng=torch.Generator().manual_seed(5))
+    assert drafts.shape == (2,)
+    assert verify_batch("kseq", p[None], q[None], [[0, 2]], rng=torch.Generator().manual_seed(6)).tokens.shape == (1,)
+    for bad in ("seed", 1.5, -3):
+        with pytest.raises(InputError, match="rng must be") as info:
+            verify("rrs", p, q, [0, 2], rng=bad)
+        assert "\n" not in str(info.value)
+
+
 def test_verify_batch_sets_up_each_row_and_matches_a_loop_over_prepared_verifiers():
     rng = np.random.default_rng(11)
     pairs = [random_pair(rng, 6, zeros=False) for _ in range(40)]

@@ -35,6 +35,18 @@ def info(message: str, *, quiet: bool = False) -> None:
         err_console().print(message, markup=False)
 
 
+@contextlib.contextmanager
+def status(message: str, *, quiet: bool = False):
+    """A transient spinner with ``message`` on stderr while the block runs, in a terminal only: logs and pipes
+    get nothing, so a failure inside the block stays a one-line error."""
+    console = err_console()
+    if quiet or not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
 def warn(message: str) -> None:
     """A warning on stderr (always shown)."""
     err_console().print(f"Warning: {message}", markup=False)
@@ -161,7 +173,7 @@ def emit_table(df, *, out=None, fmt: str | None = None, manifest: dict | None = 
         if fmt in ("json", "table"):
             raise InputError(f"--format {fmt} writes to stdout only; use csv or parquet with --out")
         path = write_table(df, out, fmt=fmt, manifest=manifest)
-        info(f"wrote {len(df)} rows to {path}", quiet=quiet)
+        info(f"wrote {len(df)} row{'' if len(df) == 1 else 's'} to {path}", quiet=quiet)
         return
     if fmt == "parquet":
         raise InputError("--format parquet needs --out FILE.parquet (binary data is not written to stdout)")

@@ -9,7 +9,7 @@ import typer
 
 from ..errors import DataFileError, InputError
 from ..io import atomic_write_text, build_manifest, check_output_path, write_table
-from .console import emit_table, info, show_progress, warn
+from .console import emit_table, info, show_progress, status, warn
 from .decode_expected import EXPECTED_PANEL
 from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
@@ -87,24 +87,29 @@ def _prompts(pair, spec: str):
         count = int(text)
         if count < 1:
             raise InputError("--prompts must be >= 1 (a count) or a prompts file")
-        return pair.prompts(count)
+        prompts = pair.prompts(count)
+        if len(prompts) < count:
+            warn(f"--prompts {count}: the built-in set has {len(prompts)} prompts; running all {len(prompts)}")
+        return prompts
     path = _prompts_file(text)
     from ..datasets.hf import read_prompts
 
     return [Prompt(p.id, tuple(pair.target.encode(p.text)), p.text) for p in read_prompts(path, "generate")]
 
 
-def _load_pair(settings: dict, *, trust_remote_code: bool):
+def _load_pair(settings: dict, *, trust_remote_code: bool, quiet: bool = True):
     """The built-in pair of ``--models``, or the Hugging Face pair of ``--target``/``--draft``."""
     from ..models import load_hf_pair, load_model_pair
 
     if settings.get("target") is None:
         return load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
                                noise=settings["noise"])
-    return load_hf_pair(settings["target"], settings["draft"], device=settings["device"], dtype=settings["dtype"],
-                        revision=settings["revision"], draft_revision=settings["draft_revision"],
-                        trust_remote_code=trust_remote_code, chat_template=settings["chat_template"],
-                        scoring=settings["scoring"], threads=settings["threads"], notify=warn)
+    with status(f"loading the Hugging Face pair {settings['target']} / {settings['draft']} "
+                "(tokenizer, weights; 10-40 s for models of a few hundred MB)", quiet=quiet):
+        return load_hf_pair(settings["target"], settings["draft"], device=settings["device"], dtype=settings["dtype"],
+                            revision=settings["revision"], draft_revision=settings["draft_revision"],
+                            trust_remote_code=trust_remote_code, chat_template=settings["chat_template"],
+                            scoring=settings["scoring"], threads=settings["threads"], notify=warn)
 
 
 def _check_model_settings(settings: dict, given_models: bool) -> None:
@@ -339,7 +344,7 @@ def decode(
 
     if hf:  # a missing prompts file is reported before the models load
         _prompts_file(str(settings["prompts"]))
-    pair = _load_pair(settings, trust_remote_code=trust_remote_code)
+    pair = _load_pair(settings, trust_remote_code=trust_remote_code, quiet=quiet)
     specs, skipped = plan_decode(settings["trees"], settings["verifiers"], samplers=settings["samplers"],
                                  temperatures=settings["temperatures"], vocab_size=pair.vocab_size,
                                  baselines=settings["baselines"])

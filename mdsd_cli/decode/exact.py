@@ -109,8 +109,8 @@ def per_node_output_law(tree: DraftTree, P: Sequence[np.ndarray], verifier_cls, 
     """Exact law of a per-node walk's appended tokens given the drawn ``tree`` (``P[i]``: target law at node i).
 
     The walk of :func:`~.walk.walk_per_node`: the verifier's exact conditional
-    output law at each node; a token shared by several children moves to each
-    with equal probability; a leaf appends one token from its ``P``.
+    output law at each node; a token shared by several children moves to the
+    first of them; a leaf appends one token from its ``P``.
     """
     out: dict[tuple[int, ...], float] = {}
 
@@ -126,8 +126,8 @@ def per_node_output_law(tree: DraftTree, P: Sequence[np.ndarray], verifier_cls, 
             if not matches:
                 key = (*path, int(y))
                 out[key] = out.get(key, 0.0) + mass * float(law[y])
-            for c in matches:
-                visit(c, (*path, int(y)), mass * float(law[y]) / len(matches))
+            else:  # the walk's rule: the first child holding y
+                visit(matches[0], (*path, int(y)), mass * float(law[y]))
 
     visit(0, (), 1.0)
     return out

@@ -7,7 +7,10 @@ Block efficiency
     interval is the ratio estimator's over prompts:
     ``tau = sum_i T_i / sum_i S_i`` (tokens and steps of prompt i), standard
     error ``sqrt(m/(m-1) sum_i (T_i - tau S_i)^2) / sum_i S_i``, Student t with
-    ``m - 1`` degrees of freedom (steps as the units when there is one prompt).
+    ``m - 1`` degrees of freedom (steps as the units when there is one prompt),
+    clipped to the possible range ``[1, D + 1]`` (a step appends at least one
+    token and at most ``D + 1``): with few prompts the t interval alone can
+    leave it.
 
 Cost model
     A target pass costs 1 whatever the tree's size, plus ``node_cost`` per
@@ -40,8 +43,10 @@ TIME_COLUMNS = ("draft_seconds", "tree_seconds", "target_seconds", "verify_secon
 KEY_COLUMNS = ("tree", "sampler", "verifier", "temperature")
 
 
-def ratio_interval(tokens: np.ndarray, steps: np.ndarray, *, level: float = 0.95) -> tuple[float, float, float]:
-    """``(tau, low, high)``: the ratio ``sum tokens / sum steps`` and its interval over units (see module doc)."""
+def ratio_interval(tokens: np.ndarray, steps: np.ndarray, *, level: float = 0.95,
+                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> tuple[float, float, float]:
+    """``(tau, low, high)``: the ratio ``sum tokens / sum steps`` and its interval over units (see module doc),
+    clipped to ``bounds`` (the range the ratio cannot leave)."""
     from scipy import stats
 
     tokens = np.asarray(tokens, dtype=float)
@@ -55,7 +60,7 @@ def ratio_interval(tokens: np.ndarray, steps: np.ndarray, *, level: float = 0.95
         return tau, math.nan, math.nan
     se = math.sqrt(m / (m - 1) * float(((tokens - tau * steps) ** 2).sum())) / total
     half = float(stats.t.ppf(0.5 + level / 2, m - 1)) * se
-    return tau, tau - half, tau + half
+    return tau, max(tau - half, bounds[0]), min(tau + half, bounds[1])
 
 
 def _by_prompt(runs, column: int):
@@ -102,10 +107,11 @@ def summarize(run: DecodeRun, *, draft_cost: float = 0.05, node_cost: float = 0.
         visits = np.concatenate([r.visits for r in runs]) if runs else np.zeros((0, len(VISIT_COLUMNS)))
         generated = sum(len(r.generated) for r in runs)
         tokens, counts = _by_prompt(runs, S["tokens"])
+        possible = (1.0, 1.0 + (0 if spec.plain else spec.tree.depth))
         if len(runs) >= 2:
-            tau, lo, hi = ratio_interval(tokens, counts)
+            tau, lo, hi = ratio_interval(tokens, counts, bounds=possible)
         else:
-            tau, lo, hi = ratio_interval(steps[:, S["tokens"]], np.ones(steps.shape[0]))
+            tau, lo, hi = ratio_interval(steps[:, S["tokens"]], np.ones(steps.shape[0]), bounds=possible)
         n_steps = steps.shape[0]
         mean = lambda x: float(np.mean(x)) if len(x) else math.nan  # noqa: E731
         passes, nodes = mean(steps[:, S["draft_passes"]]), mean(steps[:, S["nodes"]])

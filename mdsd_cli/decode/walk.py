@@ -4,8 +4,9 @@ At node ``u`` (starting at the root) with draft tuple ``X_u`` drawn from
 ``q_u`` by the sampler, the verifier outputs one token ``Y ~ P(. | X_u)``:
 
 * if ``Y`` is one of ``u``'s children's tokens, append it and move to that child
-  (among several children with that token — iid drafts — one chosen uniformly
-  at random, never by looking at their subtrees);
+  (among several children with that token — iid drafts may repeat — the first
+  in the template's order, which lists children deepest first: a rule on the
+  template, never on the subtrees' tokens, so the choice stays lossless);
 * otherwise append ``Y`` and stop.
 
 At a leaf, append one bonus token drawn from ``p_u`` and stop. Every appended
@@ -122,7 +123,7 @@ def walk_per_node(tree: DraftTree, target_logits: np.ndarray, temperature: float
         matches = [c for c in children if tree.tokens[c] == y]
         nxt = None
         if matches:
-            nxt = matches[0] if len(matches) == 1 else matches[int(rng.integers(len(matches)))]
+            nxt = matches[0]
         seconds += time.perf_counter() - t0
         visit = Visit(u, tree.depth[u], tree.n[u], drafts, p, tree.q[u], y, nxt is not None)
         if conditional_acceptance:

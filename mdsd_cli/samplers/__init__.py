@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ..distributions import _check_rows, _to_numpy, as_array
+from ..distributions import _check_rows, _to_numpy, as_array, as_rng
 from ..errors import InputError, unknown_choice
 from .laws import (
     MAX_TUPLES,
@@ -102,7 +102,7 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
     n : int
         Number of drafts.
     sampler : {"iid", "wor", "greedy", "hub"}
-    rng : numpy.random.Generator, int or None
+    rng : numpy.random.Generator, int, torch.Generator or None
         Random source (an int is used as a seed).
     size : int, optional
         Number of tuples; ``None`` returns one tuple.
@@ -118,7 +118,7 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
     s = get_sampler(sampler)
     n = s.check_n(n)
     qv = _one_distribution(q, renormalize=renormalize)
-    rng = np.random.default_rng(rng)
+    rng = as_rng(rng)
     if size is None:
         return s.sample(qv, n, rng, 1)[0]
     if int(size) < 0:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import as_array, check_pair
+from ..distributions import as_array, as_rng, check_pair
 from ..errors import InputError, unknown_choice
 from .base import BatchVerification, PreparedVerifier, Verification, accepted_index
 from .estimation import (
@@ -116,7 +116,7 @@ def verify(name: str, p, q, drafts, *, rng=None, n: int | None = None, sampler: 
         float dtype and device (copied to the CPU and computed in float64).
     drafts : array_like of int
         The draft tuple, in drawing order.
-    rng : numpy.random.Generator, int or None
+    rng : numpy.random.Generator, int, torch.Generator or None
     n : int, optional
         Number of drafts the sampler was asked for (default ``len(drafts)``;
         differs when ``q`` has fewer tokens than ``n``).
@@ -162,7 +162,7 @@ def verify_batch(name: str, p, q, drafts, *, rng=None, n: int | None = None, sam
         raise InputError(f"drafts must be [N, k] with one row per pair (N = {P.shape[0]}), got shape {d.shape}")
     if not np.issubdtype(d.dtype, np.integer):
         raise InputError(f"drafts must be integer token ids, got dtype {d.dtype}")
-    rng = np.random.default_rng(rng)
+    rng = as_rng(rng)
     tokens = np.empty(P.shape[0], dtype=np.int64)
     indices = np.empty(P.shape[0], dtype=np.int64)
     for i in range(P.shape[0]):
@@ -194,7 +194,7 @@ def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: 
         raise unknown_choice("method", method, ("exact", "monte-carlo", "auto"))
     cls = get_verifier(name)
     P, Q, batched = check_pair(p, q, renormalize=renormalize)
-    streams = np.random.default_rng(rng).spawn(P.shape[0]) if batched else [np.random.default_rng(rng)]
+    streams = as_rng(rng).spawn(P.shape[0]) if batched else [as_rng(rng)]
     results = []
     for i in range(P.shape[0]):
         v = cls(P[i], Q[i], n, sampler)

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..distributions import as_array
+from ..distributions import as_array, as_rng
 from ..errors import InputError
 from ..samplers import _cdf_draw, get_sampler
 
@@ -209,11 +209,11 @@ class PreparedVerifier:
         ----------
         drafts : array_like of int, ``[k]``
             The drafts in drawing order (as :func:`~mdsd_cli.sample_drafts` returns them).
-        rng : numpy.random.Generator, int or None
+        rng : numpy.random.Generator, int, torch.Generator or None
             Random source; pass one Generator for the whole loop.
         """
         d = self.check_drafts(drafts)
-        tokens, indices = self.sample_with_index(d[None, :], np.random.default_rng(rng))
+        tokens, indices = self.sample_with_index(d[None, :], as_rng(rng))
         index = int(indices[0])
         return Verification(int(tokens[0]), index if index >= 0 else None)
 
@@ -223,7 +223,7 @@ class PreparedVerifier:
         if d.ndim != 2:
             raise InputError(f"drafts must be [M, k] token ids here, got shape {d.shape}")
         rows = self._check_draft_rows(d)
-        tokens, indices = self.sample_with_index(rows, np.random.default_rng(rng))
+        tokens, indices = self.sample_with_index(rows, as_rng(rng))
         return BatchVerification(np.asarray(tokens, dtype=np.int64), indices)
 
     def exact_rate(self) -> float | None:
@@ -235,8 +235,8 @@ class PreparedVerifier:
         """Where a tree walk goes from a node with this pair, averaged over the draft law.
 
         ``split="token"``: ``[1, V]``, ``P(Y = y, y in X)``; ``"position"``: ``[k, V]``,
-        the share of that move to the child of draft position ``j`` (uniform among equal
-        drafts); ``"count"``: ``[k, V]``, the part where ``y`` was drafted ``c + 1`` times
+        the part of that move to the child of draft position ``j`` (the first draft holding
+        ``y``); ``"count"``: ``[k, V]``, the part where ``y`` was drafted ``c + 1`` times
         (:mod:`~mdsd_cli.verifiers.moves`). The verifier's closed form when it has one, else
         a sum over every draft tuple (at most ``max_tuples``), else None.
         """

@@ -291,9 +291,12 @@ class LuceVerifier(PreparedVerifier):
         the count split is that at count 1); no closed position split."""
         if split == "position" or self.exact_rate() is None:
             return None
-        from .moves import split_evenly
-
-        return split_evenly(np.minimum(self.p, self.candidate), self.num_drafts, split)
+        m = np.minimum(self.p, self.candidate)
+        if split == "token":
+            return m[None, :]
+        out = np.zeros((self.num_drafts, self.V))
+        out[0] = m
+        return out
 
     def exact_rate(self):
         # Candidates in A* are always accepted (c <= p there) and a rejected tail

@@ -2,7 +2,7 @@ r"""Where a verifier sends a tree walk, averaged over the draft law: the *move l
 
 A tree walk at a node draws the drafts ``X`` (``n`` of them, by the draft
 sampler), lets the verifier output ``Y``, and moves to a child holding ``Y``
-(uniformly among several with that token: iid drafts may repeat). Which child
+(the first of several with that token: iid drafts may repeat). Which child
 it moves to decides which subtree it walks next, so the expected length of a
 step needs, per token ``y``, the probability of moving with ``y`` — split by
 what distinguishes the children:
@@ -10,8 +10,9 @@ what distinguishes the children:
 ``token``
     ``m(y) = P(Y = y, y in X)`` (children with identical subtrees, as in ``KxD``);
 ``position``
-    ``h_j(y) = E[P(Y = y | X) 1{X_j = y} / N_y(X)]`` with ``N_y`` the number of
-    drafts equal to ``y`` (child slot ``j`` of a sparse tree); ``sum_j h_j = m``;
+    ``h_j(y) = E[P(Y = y | X) 1{X_j = y, X_i != y for i < j}]``: the walk
+    moves to child slot ``j`` of a sparse tree when ``j`` is the first draft
+    holding ``y`` (templates list children deepest first); ``sum_j h_j = m``;
 ``count``
     ``c_k(y) = P(Y = y, N_y = k + 1)`` (``paths:KxL`` trees, where the child of
     ``y`` carries the ``N_y`` paths that drew it); ``sum_k c_k = m``.
@@ -29,14 +30,13 @@ V); the verifiers provide closed forms (:meth:`PreparedVerifier.moves`):
   .. math:: m(y) = \sum_k R_k q(y) a_k(y) + R_{n+1} \rho(y) \Big(1 - \prod_k (1 - r_k(y))\Big);
 
   the other drafts are independent Bernoulli indicators of ``y`` (``r_i(y)``
-  before the accepted one, ``q(y)`` after it), so the position split uses
-  ``E[1/(1 + S)] = \int_0^1 \prod_i (1 - b_i + b_i t)\,dt`` (Gauss-Legendre,
-  exact for these polynomials) and the count split the Poisson-binomial law of
-  ``S``;
+  before the accepted one, ``q(y)`` after it), so the position split is a
+  product (slot ``j`` takes the move if draft ``j`` holds ``y`` and no draft
+  before it does) and the count split the Poisson-binomial law of their sum;
 * *one candidate, then speculative sampling* (``optimal-iid``,
   ``optimal-wor``): ``m = min(p, t)`` for the candidate law ``t`` (a rejected
-  candidate's residual never lands on a draft); iid drafts split it evenly over
-  the positions (the choice is symmetric in them);
+  candidate's residual never lands on a draft); their position and count
+  splits on iid drafts have no closed form (summed or sampled);
 * ``greedy``, ``hub``, ``nss`` on greedy/hub drafts: finite sums over the
   random draft.
 
@@ -51,12 +51,6 @@ import numpy as np
 SPLITS = ("token", "position", "count")
 #: Most draft tuples :func:`enumerated_moves` sums over.
 MAX_MOVE_TUPLES = 200_000
-
-
-def _gauss(n: int):
-    """Gauss-Legendre nodes and weights on [0, 1], exact for polynomials of degree <= n + 1."""
-    x, w = np.polynomial.legendre.leggauss(n // 2 + 2)
-    return (x + 1.0) / 2.0, w / 2.0
 
 
 def poisson_binomial(b: np.ndarray) -> np.ndarray:
@@ -97,21 +91,20 @@ def sequential_moves(q: np.ndarray, coins: np.ndarray, residual: np.ndarray, spl
         return out
     if split != "position":
         raise ValueError(split)
-    t, w = _gauss(n)
     out = np.zeros((n, V))
     for k in range(n):
         b = others[k]
-        factors = 1.0 - b[:, None, :] + b[:, None, :] * t[None, :, None]  # [n, G, V]
-        factors[k] = 1.0
-        whole = np.prod(factors, axis=0)  # [G, V]: E[t^S] over the drafts other than k
-        out[k] += accepted[k] * (w @ whole)
-        for j in range(n):
-            if j != k:  # draft j also holds y: it shares the move with the accepted one
-                out[j] += accepted[k] * b[j] * ((w * t) @ (whole / factors[j]))
-    factors = 1.0 - rejected[:, None, :] + rejected[:, None, :] * t[None, :, None]
-    whole = np.prod(factors, axis=0)
+        clear = 1.0  # P(no draft before the current one holds y), the accepted draft k excepted
+        for j in range(k + 1):
+            if j == k:
+                out[k] += accepted[k] * clear
+            else:
+                out[j] += accepted[k] * b[j] * clear
+                clear = clear * (1.0 - b[j])
+    clear = 1.0
     for j in range(n):
-        out[j] += tail * rejected[j] * (w @ (whole / factors[j]))
+        out[j] += tail * rejected[j] * clear
+        clear = clear * (1.0 - rejected[j])
     return out
 
 
@@ -123,18 +116,6 @@ def distinct_split(positions: np.ndarray, split: str) -> np.ndarray:
         return positions.sum(axis=0)[None, :]
     out = np.zeros_like(positions)
     out[0] = positions.sum(axis=0)
-    return out
-
-
-def split_evenly(m: np.ndarray, rows: int, split: str) -> np.ndarray:
-    """A token move law split over exchangeable positions (``position``) or all at count 1 (``count``,
-    for drafts that never repeat)."""
-    if split == "token":
-        return m[None, :]
-    if split == "position":
-        return np.repeat(m[None, :] / rows, rows, axis=0)
-    out = np.zeros((rows, m.size))
-    out[0] = m
     return out
 
 
@@ -160,8 +141,9 @@ def accumulate_moves(tuples: np.ndarray, law_at_drafts: np.ndarray, weights: np.
     out = np.zeros((1 if split == "token" else max(k, 1), V))
     for j in range(k):
         y = tuples[:, j]
+        first = ~(tuples[:, :j] == y[:, None]).any(axis=1)  # the first draft holding y takes the move
         count = (tuples == y[:, None]).sum(axis=1)
-        mass = weights * law_at_drafts[:, j] / count  # each instance of y gets its share
+        mass = np.where(first, weights * law_at_drafts[:, j], 0.0)
         if split == "token":
             np.add.at(out[0], y, mass)
         elif split == "position":
@@ -180,4 +162,4 @@ def sampled_moves(verifier, split: str, samples: int, rng: np.random.Generator) 
 
 
 __all__ = ["MAX_MOVE_TUPLES", "SPLITS", "accumulate_moves", "distinct_split", "enumerated_moves", "poisson_binomial",
-           "sampled_moves", "sequential_moves", "split_evenly"]
+           "sampled_moves", "sequential_moves"]

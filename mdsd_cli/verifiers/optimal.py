@@ -121,13 +121,11 @@ class OptimalIID(CandidateVerifier):
         return self.chain.alpha
 
     def closed_moves(self, split):
-        """``min(p, t)``: the accepted candidate (the residual never lands on a draft); the marks treat
-        the positions alike, so each takes ``1/n`` of it. No closed count split."""
-        if split == "count":
+        """``min(p, t)``: the accepted candidate (the residual never lands on a draft). No closed position
+        or count split: which of several drafts holding y comes first is not in t."""
+        if split != "token":
             return None
-        from .moves import split_evenly
-
-        return split_evenly(np.minimum(self.p, self.candidate), self.num_drafts, split)
+        return np.minimum(self.p, self.candidate)[None, :]
 
     # --- the choice inside a block ---------------------------------------------------------
     def curtain(self, block: int) -> Curtain:
