@@ -216,8 +216,10 @@ def adapt_callable(fn, *, framework: str = "numpy", batched: bool = False, devic
     device : str
         torch device of the tensors.
 
-    The tensors of ``p`` and ``q`` are made once per case. Results that are one-element
-    tensors or arrays become Python numbers.
+    The tensors of ``p`` and ``q`` are made once per case; a function that changes them in place
+    (torch counts every in-place write in a tensor's version) gets fresh copies from then on, for
+    every call, and the adapter's ``mutated`` attribute says which inputs it changed (the audit
+    reports it). Results that are one-element tensors or arrays become Python numbers.
     """
     if framework not in ("numpy", "torch"):
         raise InputError(f"unknown framework {framework!r}; choose numpy or torch")
@@ -238,14 +240,26 @@ def adapt_callable(fn, *, framework: str = "numpy", batched: bool = False, devic
         raise InputError(f"torch device {device!r} is not available: {_first_line(exc)}") from None
     cache: dict = {}
 
+    def tensors(p, q):
+        tp, tq = torch.tensor(p, device=device), torch.tensor(q, device=device)
+        return (tp[None, :], tq[None, :]) if batched else (tp, tq)
+
     def torch_call(p, q, drafts, rng):
         if cache.get("key") is None or cache["key"][0] is not p or cache["key"][1] is not q:
-            tp, tq = torch.tensor(p, device=device), torch.tensor(q, device=device)
-            cache["tensors"] = (tp[None, :], tq[None, :]) if batched else (tp, tq)
+            cache["tensors"] = tensors(p, q)
             cache["key"] = (p, q)
+        elif torch_call.mutated:  # the function writes into its inputs: a fresh copy for every call
+            cache["tensors"] = tensors(p, q)
         tp, tq = cache["tensors"]
+        versions = (tp._version, tq._version)
         td = torch.from_numpy(np.array(drafts, dtype=np.int64)).to(device)  # a copy: the audit's rows are read-only
         generator.manual_seed(int(rng.integers(2**63 - 1)))
-        return _python_result(fn(tp, tq, td[None, :] if batched else td, generator))
+        out = _python_result(fn(tp, tq, td[None, :] if batched else td, generator))
+        changed = [name for name, t, v in (("p", tp, versions[0]), ("q", tq, versions[1])) if t._version != v]
+        if changed:
+            torch_call.mutated = sorted(set(torch_call.mutated) | set(changed))
+            cache["tensors"] = tensors(p, q)
+        return out
 
+    torch_call.mutated = []
     return torch_call

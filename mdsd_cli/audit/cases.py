@@ -76,7 +76,8 @@ def battery_cases(n: int, *, dtype="float64") -> list[AuditCase]:
     ``dtype`` is the float type the audited function receives; the ``float-floor``
     case puts its tiny masses near that type's smallest normal number.
     """
-    tiny = float(np.finfo(np.dtype(dtype)).tiny) * 2.0**39  # 2^-983 in float64, 2^-87 in float32
+    # 2^-983 in float64, 2^-87 in float32, 2^-13 in float16 (whose floor is 2^-14)
+    tiny = float(np.finfo(np.dtype(dtype)).tiny) * (2.0 if np.dtype(dtype) == np.float16 else 2.0**39)
     cases = [
         ("peaked-target", [0.99905, 4e-4, 3e-4, 2e-4, 5e-5], [0.99999, 4e-6, 3e-6, 2e-6, 1e-6],
          "p(top) > 0.999; the other tokens come only from rejections of the top draft"),

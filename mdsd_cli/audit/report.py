@@ -9,8 +9,15 @@ import numpy as np
 
 from .cases import AuditCase
 
-#: Statuses of a case.
-PASSED, LOSSY, ERROR = "pass", "lossy", "error"
+#: An exact output law within this of p (largest absolute difference) is p: the function is proven lossless.
+EXACT_TOLERANCE = 1e-9
+#: Default threshold below which an exact law's departure from p is rounding (the function's own float
+#: arithmetic, e.g. a renormalisation in float32), reported as ``rounding``, not as a loss.
+ROUNDING_THRESHOLD = 1e-6
+
+#: Statuses of a case. ``rounding``: the exact output law departs from p, by no more than the rounding
+#: threshold (not a loss); ``stopped``: not finished, because ``fail_fast`` stopped the audit at another case.
+PASSED, LOSSY, ERROR, ROUNDING, STOPPED = "pass", "lossy", "error", "rounding", "stopped"
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,15 @@ class CaseResult:
     Attributes
     ----------
     case : AuditCase
-    status : {"pass", "lossy", "error"}
+    status : {"pass", "lossy", "error", "rounding", "stopped"}
         ``lossy``: losslessness rejected at the family-wise level (the output law departs from
-        ``p``, or the acceptance rate is above α*; or an impossible output, or an exact law that
-        is not ``p``); ``error``: the function raised or returned
-        something that is not a token.
+        ``p``, the acceptance rate is above α*, or the outputs never vary where ``p`` says they
+        must; or an impossible output, or an exact law that departs from ``p`` by more than the
+        rounding threshold); ``error``: the function raised or returned something that is not a
+        token; ``rounding``: the exact law departs from ``p`` by more than 1e-9 but within the
+        rounding threshold (the size is in ``exact_error`` and ``reason``), not counted as a loss;
+        ``stopped``: not finished, because ``fail_fast`` stopped the audit at another case's
+        failure (``calls`` says how far it got).
     reason : str
         Why the case failed or errored (empty when it passed).
     design : {"tuples", "multisets", "sampled"}
@@ -168,6 +179,11 @@ class AuditReport:
     budget : int
         Calls allowed in all; each case gets an equal share.
     seed : int
+    rounding_threshold : float
+        Exact-law departures from p up to this size are reported as ``rounding``, not as losses.
+    notes : list of str
+        Warnings about the audit's power: cases whose share of the budget cannot detect a function
+        that always returns the likeliest token.
     """
 
     cases: list
@@ -177,6 +193,8 @@ class AuditReport:
     level: float
     budget: int
     seed: int
+    rounding_threshold: float = ROUNDING_THRESHOLD
+    notes: list = field(default_factory=list)
 
     @property
     def lossy(self) -> list:
@@ -189,8 +207,23 @@ class AuditReport:
         return [c for c in self.cases if c.status == ERROR]
 
     @property
+    def stopped(self) -> list:
+        """The cases ``fail_fast`` left unfinished."""
+        return [c for c in self.cases if c.status == STOPPED]
+
+    @property
+    def rounding(self) -> list:
+        """The cases whose exact output law departs from p at rounding level only."""
+        return [c for c in self.cases if c.status == ROUNDING]
+
+    @property
+    def proven(self) -> list:
+        """The cases whose exact output law (a law function, every draft tuple enumerated) equals p to 1e-9."""
+        return [c for c in self.cases if c.status == PASSED and c.exact_error <= EXACT_TOLERANCE]
+
+    @property
     def passed(self) -> bool:
-        """No loss detected and no error (which does not prove the function lossless)."""
+        """No loss detected and no error (which, without an exact law, does not prove the function lossless)."""
         return not self.lossy and not self.errors
 
     @property
@@ -206,9 +239,22 @@ class AuditReport:
     def verdict(self) -> str:
         """One line: what was found, at which level."""
         total = len(self.cases)
+        rounding = ""
+        if self.rounding:
+            worst = max(c.exact_error for c in self.rounding)
+            rounding = (f"; on {len(self.rounding)} the exact output law departs from p by up to {worst:.2g}, "
+                        f"rounding level (at most {self.rounding_threshold:g}), not counted as a loss")
         if self.passed:
-            return (f"no loss of losslessness detected in {total} cases ({self.calls:,} calls, family-wise alpha "
-                    f"{self.alpha:g}); a test cannot prove a function lossless")
+            proven = len(self.proven) + len(self.rounding)
+            if proven == total:
+                return (f"proven lossless on all {total} cases: the exact output law, summed over every draft tuple, "
+                        f"equals p to {EXACT_TOLERANCE:g}" + (" or to rounding" if self.rounding else "")
+                        + f"; {self.calls:,} calls found nothing either" + rounding)
+            head = (f"proven lossless on {proven} of {total} cases by the exact law; on the other {total - proven} "
+                    if proven else "")
+            return (head + f"no loss of losslessness detected in {total - proven if proven else total} cases "
+                    f"({self.calls:,} calls, family-wise alpha {self.alpha:g}); a test cannot prove a function "
+                    "lossless" + rounding)
         parts = []
         if self.lossy:
             parts.append(f"LOSSY on {len(self.lossy)} of {total} cases at family-wise alpha {self.alpha:g}: "
@@ -216,13 +262,15 @@ class AuditReport:
         if self.errors:
             parts.append(f"the function failed on {len(self.errors)} of {total} cases: "
                          + ", ".join(c.case.name for c in self.errors))
-        return "; ".join(parts)
+        if self.stopped:
+            parts.append(f"{len(self.stopped)} cases not finished (--fail-fast stopped the audit; status 'stopped')")
+        return "; ".join(parts) + rounding
 
     def details(self) -> list[str]:
         """One line per failed or errored case, and one per tuple of evidence."""
         lines = []
         for c in self.cases:
-            if c.status == PASSED:
+            if c.status in (PASSED, STOPPED):
                 continue
             lines.append(f"case {c.index} {c.case.name}: {c.reason}")
             lines.extend(f"  {e.describe()}" for e in c.evidence)

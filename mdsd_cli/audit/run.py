@@ -12,7 +12,18 @@ from ..errors import InputError
 from ..samplers import get_sampler
 from .betting import AcceptanceBoundTest, DirectionalBettingTest
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
-from .report import ERROR, LOSSY, PASSED, AuditReport, CaseResult, TupleEvidence
+from .report import (
+    ERROR,
+    EXACT_TOLERANCE,
+    LOSSY,
+    PASSED,
+    ROUNDING,
+    ROUNDING_THRESHOLD,
+    STOPPED,
+    AuditReport,
+    CaseResult,
+    TupleEvidence,
+)
 from .strata import MAX_ENUMERATED, Strata, sampled_strata, stratify
 
 #: Strata are at most this many, and at most one per this many calls of the case's budget.
@@ -27,26 +38,27 @@ MAX_ROUND = 50_000
 #: Fewest calls a case may get: the first round (MIN_ROUND calls) only learns where to look, so a case
 #: needs as many again for its test to have any power.
 MIN_CALLS_PER_CASE = 2 * MIN_ROUND
-#: Share of a case's level spent on the test that its acceptance rate exceeds α* (the rest on its output law).
+#: Shares of a case's level: the test that its acceptance rate exceeds α*, the exact test of outputs that
+#: never vary, and (the rest) the betting test on its output law.
 ACCEPTANCE_SHARE = 0.1
+CONSTANT_SHARE = 0.5
+BETTING_SHARE = 1.0 - ACCEPTANCE_SHARE - CONSTANT_SHARE
 #: mdsd's lossless verifier for each draft law: the reference the evidence of a failure is measured against.
 REFERENCE_VERIFIERS = {"iid": "rrs", "wor": "rrsw", "greedy": "greedy", "hub": "hub"}
-#: An exact law must equal p to this tolerance.
-EXACT_TOLERANCE = 1e-9
 #: Strata reported as evidence of a failure: at most this many, ...
 EVIDENCE = 3
 #: ... each contributing at least this fraction of the largest contribution, and (after the first) at least
 #: this many standard errors of sampling noise.
 EVIDENCE_FRACTION = 0.05
 EVIDENCE_NOISE = 2.0
-DTYPES = ("float64", "float32")
+DTYPES = ("float64", "float32", "float16")
 
 
 def case_inputs(case: AuditCase, dtype: str = "float64"):
     """``(p, q)`` as the function receives them (read-only, in ``dtype``) and as the audit tests
     them (float64, renormalised after the rounding to ``dtype``)."""
     if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose {' or '.join(DTYPES)}")
+        raise InputError(f"unknown dtype {dtype!r}; choose {', '.join(DTYPES)}")
     given = []
     tested = []
     for x in (case.p, case.q):
@@ -140,10 +152,13 @@ class CaseRun:
     """The audit of one case, advanced one round at a time."""
 
     def __init__(self, fn, case: AuditCase, index: int, *, sampler: str, n: int, budget: int, seed: int,
-                 level: float, dtype: str, law=None, stratified: bool = True):
+                 level: float, dtype: str, law=None, stratified: bool = True,
+                 rounding: float = ROUNDING_THRESHOLD):
         from ..bounds import optimal_acceptance
 
-        self.fn, self.case, self.index, self.level = fn, case, index, level
+        self.fn, self.case, self.index, self.level, self.rounding = fn, case, index, level, rounding
+        self.constant_pvalue = 1.0
+        self.only_token, self.varied = None, False  # the one token output so far; whether outputs varied
         self.sampler = get_sampler(sampler)
         self.n, self.budget, self.seed = n, budget, seed
         self.seen_p, self.seen_q, self.p, self.q = case_inputs(case, dtype)
@@ -180,7 +195,7 @@ class CaseRun:
 
     @property
     def active(self) -> bool:
-        return self.status == PASSED and self.done < self.budget
+        return self.status in (PASSED, ROUNDING) and self.done < self.budget
 
     # --- the exact law ------------------------------------------------------------------------
     def _exact(self, law) -> None:
@@ -211,8 +226,12 @@ class CaseRun:
         departure = prob @ laws - self.p
         self.exact_error = float(np.abs(departure).max())
         self.exact_acceptance = acceptance
-        if self.exact_error > EXACT_TOLERANCE:
-            self._fail(LOSSY, f"the exact output law differs from p by up to {self.exact_error:.3g}")
+        if EXACT_TOLERANCE < self.exact_error <= self.rounding:
+            self._fail(ROUNDING, f"the exact output law differs from p by up to {self.exact_error:.3g}: rounding "
+                                 f"level (at most {self.rounding:g}), not counted as a loss")
+        elif self.exact_error > EXACT_TOLERANCE:
+            self._fail(LOSSY, f"the exact output law differs from p by up to {self.exact_error:.3g} (more than "
+                              f"the rounding threshold {self.rounding:g})")
             reference = self._reference_laws(tuples)
             if reference is None:
                 return
@@ -246,8 +265,49 @@ class CaseRun:
             return None
 
     def _fail(self, status: str, reason: str) -> None:
-        if self.status == PASSED:
+        if self.status == PASSED or self.status == ROUNDING and status != ROUNDING:
             self.status, self.reason = status, reason
+
+    def stop(self) -> None:
+        """Mark the case unfinished (``fail_fast`` stopped the audit at another case)."""
+        if self.active:
+            self.status, self.reason = STOPPED, (f"not finished: the audit stopped at another case's failure after "
+                                                 f"{self.done:,} of {self.budget:,} calls")
+
+    def _constant_pvalue(self) -> float:
+        """When every output so far is one token: the largest probability, over every lossless function, of
+        outputs that never vary, given the calls made in each stratum (else 1).
+
+        Under losslessness the strata's output laws L_g mix to p (sum_g w_g L_g = p) and nothing else is known.
+        The chance that all m_g calls of every stratum return token y is prod_g L_g(y)^m_g, largest (over the
+        L_g(y) in [0, 1] with sum_g w_g L_g(y) = p(y)) at L_g(y) = min(1, m_g / (lambda w_g)): water-filling
+        on the calls per unit of weight. The events "always y" are disjoint, so the p-value is the sum over y.
+        """
+        if self.varied or self.only_token is None:
+            return 1.0
+        w = self.strata.stratum_weight
+        m = self.stratum_calls.astype(np.float64)
+        called = m > 0
+        w, m = w[called], m[called]
+        r = m / w
+        order = np.argsort(-r, kind="stable")
+        w, m, r = w[order], m[order], r[order]
+        # At lambda = r_j strata 0..j give y with probability 1, the rest m_g / (lambda w_g):
+        # S_j = sum_g min(w_g, m_g / r_j), increasing in j.
+        head_w, head_m = np.cumsum(w), np.cumsum(m)
+        S = head_w + (m.sum() - head_m) / r
+        tail_mlogr = np.append(np.cumsum((m * np.log(r))[::-1])[::-1], 0.0)  # sum over g >= k
+        p = self.p[self.p > 0]
+        k = np.searchsorted(S, p)  # S[k-1] < p(y) <= S[k]: strata 0..k-1 at 1
+        free = k >= S.size  # p(y) above the called strata's weight: they can all give y
+        kk = np.minimum(k, S.size - 1)
+        at_one_w = np.where(kk > 0, head_w[kk - 1], 0.0)
+        rest_m = m.sum() - np.where(kk > 0, head_m[kk - 1], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = rest_m / (p - at_one_w)
+            log_sup = np.minimum(0.0, tail_mlogr[kk] - rest_m * np.log(lam))
+        log_sup = np.where(free, 0.0, log_sup)
+        return float(min(1.0, math.fsum(np.exp(log_sup).tolist())))
 
     # --- one round ------------------------------------------------------------------------------
     def step(self) -> int:
@@ -301,6 +361,9 @@ class CaseRun:
         self.accepted += np.bincount(strata, weights=hit, minlength=G).astype(np.int64)
         if members is not None:
             self.member_calls += np.bincount(members, minlength=self.strata.num_tuples)
+        if not self.varied and tokens.size:
+            first = int(tokens[0]) if self.only_token is None else self.only_token
+            self.only_token, self.varied = first, bool((tokens != first).any())
         impossible = int(np.count_nonzero(~(self.p[tokens] > 0)))
         self.impossible += impossible
         self.test.observe(plan, strata, tokens)
@@ -308,7 +371,12 @@ class CaseRun:
         if impossible:
             y = int(tokens[np.argmax(~(self.p[tokens] > 0))])
             self._fail(LOSSY, f"{self.impossible} output(s) of target probability 0 (token {y})")
-        elif self.test.pvalue <= (1.0 - ACCEPTANCE_SHARE) * self.level:
+        elif self._check_constant():
+            y = self.only_token
+            self._fail(LOSSY, f"all {self.done:,} outputs are token {y} (target probability {self.p[y]:.6g}): a "
+                              f"lossless function gives outputs that never vary with probability at most "
+                              f"{self.constant_pvalue:.3g} <= {CONSTANT_SHARE * self.level:.3g}")
+        elif self.test.pvalue <= BETTING_SHARE * self.level:
             self._fail(LOSSY, f"output law departs from p (p-value {self.pvalue:.3g} <= {self.level:.3g})")
         elif self.acceptance_test.pvalue <= ACCEPTANCE_SHARE * self.level:
             rate = float(self.strata.stratum_weight @ (self.accepted / np.maximum(self.stratum_calls, 1)))
@@ -316,10 +384,16 @@ class CaseRun:
                               f"verifier exceeds (p-value {self.pvalue:.3g} <= {self.level:.3g})")
         return made
 
+    def _check_constant(self) -> bool:
+        self.constant_pvalue = self._constant_pvalue()
+        return self.constant_pvalue <= CONSTANT_SHARE * self.level
+
     @property
     def pvalue(self) -> float:
-        """The case's p-value: the output-law test's and the acceptance test's, Bonferroni-weighted."""
-        return min(1.0, self.test.pvalue / (1.0 - ACCEPTANCE_SHARE), self.acceptance_test.pvalue / ACCEPTANCE_SHARE)
+        """The case's p-value: the output-law test's, the acceptance test's and the constant-output test's,
+        Bonferroni-weighted."""
+        return min(1.0, self.test.pvalue / BETTING_SHARE, self.acceptance_test.pvalue / ACCEPTANCE_SHARE,
+                   self.constant_pvalue / CONSTANT_SHARE)
 
     def _call_strata(self, order: list):
         fn, p, q, rows, rngs = self.fn, self.seen_p, self.seen_q, self.rows, self.rngs
@@ -375,7 +449,10 @@ class CaseRun:
         if called.any():
             # to 1e-14: below that it is the rounding of the weights (which sum to 1 only to ~1e-16)
             tv = round(0.5 * math.fsum(np.abs(estimate - self.p)), 14)
-            variance = (((w * w / m) * called)[:, None] * (laws * (1.0 - laws))).sum(axis=0)
+            spread = laws * (1.0 - laws)
+            if not (spread * called[:, None]).any():  # outputs that never vary: the noise a stratum with law p would give
+                spread = np.broadcast_to(self.p * (1.0 - self.p), laws.shape)
+            variance = (((w * w / m) * called)[:, None] * spread).sum(axis=0)
             tv_noise = 0.5 * math.sqrt(2.0 / math.pi) * math.fsum(np.sqrt(variance))
             covered = math.fsum(w[called])
             acceptance = math.fsum(w[called] * rate[called]) / covered
@@ -472,7 +549,8 @@ def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str =
 
 def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget: int = 1_000_000,
                    alpha: float = 0.01, seed: int = 0, law=None, dtype: str = "float64", fail_fast: bool = False,
-                   random_count: int = 10, stratified: bool = True, progress=None) -> AuditReport:
+                   random_count: int = 10, stratified: bool = True, progress=None,
+                   rounding: float = ROUNDING_THRESHOLD) -> AuditReport:
     """Audit a verifier function: is its output distributed as ``p``, and how far is its acceptance from α*?
 
     Parameters
@@ -497,11 +575,12 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         ``law(p, q, drafts) -> [V]``, the function's exact conditional output law. On cases whose
         draft tuples can be enumerated the output law ``sum_x P(x) law(x)`` is then computed exactly:
         an exact proof, or disproof, of losslessness there.
-    dtype : {"float64", "float32"}
+    dtype : {"float64", "float32", "float16"}
         The float type of the ``p`` and ``q`` the function receives; the audit tests against those
         values (renormalised).
     fail_fast : bool
-        Stop every case as soon as one is found lossy or failing.
+        Stop every case as soon as one is found lossy or failing; the cases left unfinished are
+        reported ``stopped``.
     random_count : int
         Number of cases for ``cases="random"``.
     stratified : bool
@@ -509,6 +588,10 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         stratum), to measure what stratification gains; no tuple is then named as evidence.
     progress : callable, optional
         Called with the number of calls made after every round.
+    rounding : float
+        With ``law``: an exact output law within this of ``p`` (largest absolute difference) but not
+        within 1e-9 is reported ``rounding`` with its size, not ``lossy`` (the function's own float
+        arithmetic); 0 counts every departure above 1e-9 as a loss.
 
     Returns
     -------
@@ -525,6 +608,10 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
     n = s.check_n(n)
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose {', '.join(DTYPES)}")
+    if not 0.0 <= rounding < 1.0:
+        raise InputError(f"the rounding threshold must lie in [0, 1), got {rounding}")
     case_list = resolve_cases(cases, n, seed=seed, count=random_count, dtype=dtype)
     per_case = int(budget) // len(case_list)
     if per_case < MIN_CALLS_PER_CASE:
@@ -533,7 +620,16 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
                          f"give at least {MIN_CALLS_PER_CASE * len(case_list):,}")
     level = alpha / len(case_list)
     runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law,
-                    stratified=stratified) for i, c in enumerate(case_list)]
+                    stratified=stratified, rounding=rounding) for i, c in enumerate(case_list)]
+    notes = []
+    for c in case_list:  # can the budget catch a function that always returns the likeliest token?
+        top = float(np.max(c.p))
+        if 0.0 < top < 1.0:
+            need = math.ceil(math.log(CONSTANT_SHARE * level) / math.log(top))
+            if per_case < need:
+                notes.append(f"case {c.name}: {per_case:,} calls cannot detect a function that always returns its "
+                             f"likeliest token (target probability {top:.6g}); that takes at least {need:,} calls "
+                             f"per case (a budget of {need * len(case_list):,})")
     advance = progress or (lambda k: None)
     for run in runs:
         if not run.active:
@@ -544,12 +640,18 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
                 continue
             made = run.step()
             advance(made if run.active else made + run.budget - run.done)
-            if fail_fast and not run.active and run.status != PASSED:
+            if fail_fast and run.status in (LOSSY, ERROR):
                 break
-        if fail_fast and any(r.status != PASSED for r in runs):
+        if fail_fast and any(r.status in (LOSSY, ERROR) for r in runs):
             for r in runs:
                 if r.active:
                     advance(r.budget - r.done)
+                    r.stop()
             break
+    mutated = getattr(fn, "mutated", None)
+    if mutated:
+        notes.append(f"the function writes into its input {' and '.join(mutated)} in place; each call was given "
+                     "fresh copies, so it was audited as if it owned its inputs (a caller sharing p or q between "
+                     "calls would see them changed)")
     return AuditReport(cases=[r.result() for r in runs], sampler=s.name, n=n, alpha=alpha, level=level,
-                       budget=int(budget), seed=seed)
+                       budget=int(budget), seed=seed, rounding_threshold=rounding, notes=notes)

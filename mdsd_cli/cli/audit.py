@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from ..io import build_manifest, check_output_path
-from .console import emit_table, info, show_progress
+from .console import emit_table, info, show_progress, warn
 from .options import (
     COMPUTE_PANEL,
     DATA_PANEL,
@@ -36,6 +36,7 @@ class AuditSampler(str, Enum):
 class AuditDtype(str, Enum):
     float64 = "float64"
     float32 = "float32"
+    float16 = "float16"
 
 
 def _cases(sources: list[str], n: int, *, seed: int, count: int, pairs: int | None, dtype: str):
@@ -92,8 +93,12 @@ def audit(
     alpha: float = typer.Option(0.01, "--alpha", min=0.0, max=1.0, help="Family-wise significance level: a "
                                 "lossless function is reported lossy with probability at most alpha "
                                 "(Bonferroni over the cases).", rich_help_panel=COMPUTE_PANEL),
-    fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop at the first case found lossy or failing.",
+    fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop at the first case found lossy or failing; "
+                                   "the cases left unfinished are reported 'stopped'.",
                                    rich_help_panel=COMPUTE_PANEL),
+    rounding: float = typer.Option(1e-6, "--rounding", min=0.0, max=0.5, help="With --law: an exact output law "
+                                   "within this of p (but not within 1e-9) is reported 'rounding', with its size, "
+                                   "not 'lossy'; 0 counts every departure as a loss.", rich_help_panel=COMPUTE_PANEL),
     seed: SeedOpt = 0,
     out: OutOpt = None,
     fmt: FormatOpt = None,
@@ -132,14 +137,17 @@ def audit(
     with show_progress("audit", per_case * len(case_list), mode=progress, quiet=quiet) as advance, \
             contextlib.redirect_stdout(sys.stderr):
         report = audit_verifier(fn, sampler=sampler_name, n=drafts, cases=case_list, budget=budget, alpha=alpha,
-                                seed=seed, law=law_fn, dtype=dtype_name, fail_fast=fail_fast, progress=advance)
+                                seed=seed, law=law_fn, dtype=dtype_name, fail_fast=fail_fast, progress=advance,
+                                rounding=rounding)
     df = report.to_frame()
     if law is None:
         df = df.drop(columns="exact_error")
     config = {"function": function, "law": law, "sampler": sampler_name, "n": drafts, "cases": sources,
               "count": count, "pairs": pairs, "budget": budget, "alpha": alpha, "seed": seed, "dtype": dtype_name,
-              "torch": use_torch, "batched": batched, "fail_fast": fail_fast}
+              "torch": use_torch, "batched": batched, "fail_fast": fail_fast, "rounding": rounding}
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("audit", config), quiet=quiet)
+    for note in report.notes:
+        warn(note)
     for line in report.details():
         info(line)
     if not report.passed:
