@@ -427,3 +427,26 @@ def test_decode_runs_parametric_draft_laws_and_their_step_law_is_the_target_law(
         assert np.abs(stream_law(total, P, 4, k) - sequence_law(P, 4, k)).max() < 1e-12
     tau = exact_tau(P, Q, parse_tree("2x2"), sampler, verifier, prune=0.0).value
     assert abs(tau - sum(m * len(k) for k, m in total.items())) < 1e-12
+
+
+def test_sequence_bound_is_paired_with_tau_at_every_context_and_empty_lps_are_said(monkeypatch):
+    """--expected --sequence-bound: at each context tau(c) <= lossless LP <= 1 + sum_d alpha*_d (V = 4, every tree
+    enumerable); where the LPs cannot run the columns are empty and the run says so, once per configuration."""
+    from mdsd_cli.decode import bounds as db
+
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    contexts = [Context(i, 0, (a, b), 1.0) for i, (a, b) in enumerate([(0, 1), (2, 3), (1, 1)])]
+    specs, _ = plan_decode(["2x2"], ["rrs", "optimal-iid"], vocab_size=4, baselines=False)
+    run = run_expected(target, draft, contexts, specs, options=TauOptions(prune=0.0), jobs=1, sequence_bound=True)
+    for (si, ci), value in run.values.items():
+        total, exact, coupling, lossless = run.bounds[(si, ci)]
+        assert value.value <= 1.0 + lossless + 1e-7 <= 1.0 + coupling + 2e-7 <= 1.0 + total + 3e-7
+    table = summarize_expected(run)
+    assert (table.block_efficiency <= table.lossless_bound + 1e-7).all()
+    assert (table.gap_to_sequence_bound > 0).all()
+    monkeypatch.setattr(db, "MAX_LP_SEQUENCES", 8)
+    messages: list = []
+    run = run_expected(target, draft, contexts, specs, options=TauOptions(prune=0.0), jobs=1, sequence_bound=True,
+                       notify=messages.append)
+    assert summarize_expected(run).lossless_bound.isna().all()
+    assert len([m for m in messages if "LP bounds left empty" in m]) == 2

@@ -429,3 +429,21 @@ def test_lp_bounds_left_empty_with_a_warning_when_they_cannot_run(monkeypatch):
     failed = db.run_bounds(run, target, draft, notify=messages.append)[0]
     assert np.isnan(failed[:, 2:]).all() and np.allclose(failed[:, 0], full[:, 0], atol=1e-7)
     assert len(messages) == 1 and "could be verified" in messages[0]
+
+
+def test_lp_bounds_left_empty_at_a_vocabulary_too_large_to_enumerate_say_so(monkeypatch):
+    """The common case (V in the thousands): the LPs are not attempted; one message per configuration says why,
+    and sum α*_d is still there."""
+    from mdsd_cli.decode import bounds as db
+
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    specs, _ = plan_decode(["1x2"], ["rrs"], vocab_size=4, baselines=False)
+    run = run_decode(target, draft, [Prompt(i, (i % 4, 1)) for i in range(3)], specs, max_new_tokens=4, seed=2)
+    monkeypatch.setattr(db, "MAX_LP_SEQUENCES", 8)  # 4^3 sequences of 3 tokens: too many now
+    messages: list = []
+    rows = db.run_bounds(run, target, draft, notify=messages.append)[0]
+    assert np.isnan(rows[:, 2:]).all() and not np.isnan(rows[:, 0]).any()
+    assert len(messages) == 1 and "need every draft tree enumerated" in messages[0] and "1x2" in messages[0]
+    messages.clear()
+    db.run_bounds(run, target, draft, lp=False, notify=messages.append)
+    assert not messages  # not asked for: nothing to say

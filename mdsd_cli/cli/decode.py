@@ -198,7 +198,9 @@ def decode(
                                         "every step's root: 1 + sum_d α*_d (exact for chains, paths:KxL with iid "
                                         "drafts and depth 1; an upper bound elsewhere) and, where every tree can be "
                                         "enumerated (tiny V), the LP optimum over all lossless verifiers; plus the "
-                                        "per-node α* figure. Costs V^(d-1) model calls per depth d.",
+                                        "per-node α* figure. Costs V^(d-1) model calls per depth d and, where the "
+                                        "LPs run, seconds per step (2-3 s at V = 4, depth 2); Ctrl-C while they run "
+                                        "writes the table without them.",
                                         rich_help_panel=DECODE_PANEL),
     config: Path | None = typer.Option(None, "--config", help="A TOML file setting any of the options above "
                                        "(models, prompts, trees, samplers, verifiers, temperatures, ...); "
@@ -382,8 +384,12 @@ def decode(
     if settings["sequence_bound"]:
         from ..decode.bounds import run_bounds
 
-        with show_progress("bounds", len(run.runs), mode=progress, quiet=quiet) as advance:
-            bounds = run_bounds(run, pair.target, pair.draft, progress=advance, notify=warn)
+        try:
+            with show_progress("bounds", len(run.runs), mode=progress, quiet=quiet) as advance:
+                bounds = run_bounds(run, pair.target, pair.draft, progress=advance, notify=warn)
+        except KeyboardInterrupt:  # the generation is done: keep it
+            warn("interrupted while computing the sequence-level bounds; writing the table without them")
+            bounds = None
     summary = summarize(run, draft_cost=settings["draft_cost"], node_cost=settings["node_cost"],
                         timing=not no_timing, bounds=bounds)
     dropped = ("models", "vocab", "model_seed", "noise") if hf else ("vocab", "model_seed", "noise", *HF_DEFAULTS,

@@ -90,7 +90,12 @@ def step_bound(target, draft, context, shape: TreeShape, sampler: str, temperatu
             laws.clear()  # one context at a time: V^(D-1) rows each
             laws[key] = (P, Q)
     coupling = lossless = math.nan
-    if lp and V ** (D + 1) <= MAX_LP_SEQUENCES and _count_trees(shape, V, MAX_LP_TREES):
+    enumerable = lp and V ** (D + 1) <= MAX_LP_SEQUENCES and _count_trees(shape, V, MAX_LP_TREES)
+    if lp and not enumerable:
+        notify(f"LP bounds left empty for tree {shape.label} at V={V:,}: the coupling and lossless LPs need every "
+               f"draft tree enumerated (at most {MAX_LP_SEQUENCES:,} sequences of {D + 1} tokens and "
+               f"{MAX_LP_TREES:,} trees); only 1 + sum_d alpha*_d is computed")
+    if enumerable:
         trees = tree_law(shape, sampler, Q, max_trees=MAX_LP_TREES)
         sets, probs = aggregate([(prefix_sets(tree_paths(t), D), pr) for t, pr in trees])
         p_seq = sequence_law(P, V, D + 1)

@@ -643,6 +643,11 @@ def run_expected(target, draft, contexts: Sequence[Context], specs: Sequence[Dec
                     take(_unit(ci))
         finally:
             _STATE.clear()
+    if sequence_bound:  # the workers could not say it: LP columns left empty, once per configuration
+        for si, spec in enumerate(specs):
+            if any(math.isnan(b[3]) for (i, _), b in bounds.items() if i == si):
+                notify(f"{spec.label}: LP bounds left empty at some contexts (the LPs need every draft tree "
+                       "enumerated, at tiny V, and a verified solution); 1 + sum_d alpha*_d is computed")
     return ExpectedRun(list(specs), list(contexts), values, options, int(seed), time.perf_counter() - t0, bounds)
 
 
