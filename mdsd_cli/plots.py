@@ -24,7 +24,7 @@ from pathlib import Path
 from .errors import DataFileError, InputError, OutputError, option, unknown_choice
 
 KINDS = ("samplers", "verifier-gap", "num-drafts", "scaling", "tree-decode", "draft-design")
-COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "nss": "#7f7f7f",
+COLORS = {"iid": "#1f77b4", "wor": "#2ca02c", "greedy": "#d62728", "hub": "#9467bd", "topk": "#8c564b", "nss": "#7f7f7f",
           "rrs": "#1f77b4", "rrsw": "#2ca02c", "kseq": "#ff7f0e", "otm": "#17becf", "chain": "#1f77b4",
           "primal-lp": "#ff7f0e", "dual-lp": "#2ca02c", "subsets": "#d62728", "optimal-iid": "#000000",
           "optimal-wor": "#8c564b"}
@@ -189,7 +189,7 @@ def plot_scaling(summary, timings, out: Path) -> list[Path]:
     return paths
 
 
-MARKERS = {"iid": "o", "wor": "s", "greedy": "^", "hub": "D", "-": "x"}
+MARKERS = {"iid": "o", "wor": "s", "greedy": "^", "hub": "D", "topk": "v", "-": "x"}
 
 
 def _tree_order(labels) -> list[str]:

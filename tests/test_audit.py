@@ -594,7 +594,7 @@ def test_fail_fast_reports_the_cases_it_cut_short_as_stopped():
     stopped = report.stopped
     assert stopped and all(c.calls < report.budget // len(report.cases) for c in stopped)
     assert not [c for c in report.cases if c.status == "pass" and c.calls < report.budget // len(report.cases)]
-    assert "not finished (--fail-fast stopped the audit)" in report.verdict()
+    assert "11 cases not finished (--fail-fast stopped the audit; status 'stopped')" in report.verdict()
     assert all(not line.startswith(f"case {c.index} ") for c in stopped for line in report.details())
 
 

@@ -15,7 +15,7 @@ from mdsd_cli.samplers import SAMPLERS, draft_set_law
 from .conftest import random_pair, reference_cases
 
 SAMPLER_NS = [("iid", n) for n in (1, 2, 3)] + [("wor", n) for n in (1, 2, 3)] + \
-    [("greedy", n) for n in (1, 2, 3)] + [("hub", 2)]
+    [("greedy", n) for n in (1, 2, 3)] + [("hub", 2)] + [("topk", n) for n in (1, 2, 3)]
 
 
 def brute_force_alpha(p, q, n, sampler):
@@ -243,3 +243,23 @@ def test_every_solver_is_exercised_on_every_sampler():
         vals = {s: optimal_acceptance(p, q, 2, sampler=s, solver=solver) for s in ("iid", "wor", "greedy")}
         assert len({round(v, 6) for v in vals.values()}) == 3, (solver, vals)
     assert list(itertools.islice(SOLVERS, 4)) == ["chain", "primal-lp", "dual-lp", "subsets"]
+
+
+def test_topk_alpha_star_is_the_target_mass_of_the_top_set_and_target_sampling_reaches_it():
+    """Deterministic top-k drafts: alpha*_topk = p(T) (closed form, independent of the chain), every solver agrees,
+    and the topk verifier (Y ~ p) accepts exactly that."""
+    from mdsd_cli.verifiers import acceptance_rate
+
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        V = int(rng.integers(1, 7))
+        p, q = random_pair(rng, V)
+        n = int(rng.integers(1, 5))
+        support = np.flatnonzero(q > 0)
+        top = support[np.lexsort((support, -q[support]))][:n]  # most probable first, ties by lower index
+        want = float(p[top].sum())
+        for solver in ("chain", "primal-lp", "subsets"):
+            got = optimal_acceptance(p, q, n, sampler="topk", solver=solver)
+            assert got == pytest.approx(want, abs=1e-7 if solver.endswith("lp") else 1e-12), (solver, p, q, n)
+        assert acceptance_rate("topk", p, q, n) == pytest.approx(want, abs=1e-12)
+        assert acceptance_rate("topk", p, q, n, method="monte-carlo", samples=2_000)[0] == pytest.approx(want)

@@ -42,7 +42,7 @@ SPARSE = [[0], [1], [2], [0, 0], [0, 1], [1, 0]]
 SHAPES = ["2x2", "2x1", "3,1", "paths:3x2", "sparse"]
 #: Every verifier on its own draft law.
 LAWS = [("nss", "iid"), ("rrs", "iid"), ("kseq", "iid"), ("optimal-iid", "iid"), ("otm", "iid"), ("rrsw", "wor"),
-        ("optimal-wor", "wor"), ("greedy", "greedy"), ("hub", "hub")]
+        ("optimal-wor", "wor"), ("greedy", "greedy"), ("hub", "hub"), ("topk", "topk")]
 
 
 def small_pair():

@@ -46,7 +46,8 @@ runner = CliRunner()
 
 #: (verifier, draft law) pairs with a closed-form move law.
 CLOSED = [("rrs", "iid"), ("kseq", "iid"), ("nss", "iid"), ("nss", "greedy"), ("nss", "hub"), ("greedy", "greedy"),
-          ("hub", "hub"), ("optimal-iid", "iid"), ("optimal-wor", "wor"), ("rrsw", "wor")]
+          ("hub", "hub"), ("optimal-iid", "iid"), ("optimal-wor", "wor"), ("rrsw", "wor"), ("topk", "topk"),
+          ("nss", "topk")]
 
 
 def hard_pairs(rng, count):
@@ -144,6 +145,7 @@ def brute_tau(target, draft, context, shape, sampler, verifier, T=1.0):
 
 TREES = [("1x3", "iid", ["rrs", "kseq"]), ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "nss"]),
          ("2,3", "wor", ["rrsw", "optimal-wor", "nss"]), ("3x2", "greedy", ["greedy", "nss"]),
+         ("3x2", "topk", ["topk"]), ("sparse", "topk", ["topk"]),
          ("2x2", "hub", ["hub"]), ("paths:3x2", "iid", ["rrs", "kseq", "optimal-iid"]),
          ("paths:2x3", "wor", ["rrsw", "optimal-wor"]), ("sparse", "iid", ["rrs", "kseq", "optimal-iid"]),
          ("sparse", "wor", ["rrsw", "optimal-wor"])]

@@ -188,7 +188,7 @@ def test_sampler_input_errors():
         hit_probability_chain([0.5, 0.5], 2, [0, 0])
     with pytest.raises(SizeLimitError, match="chain"):
         draft_tuple_law(np.full(60, 1 / 60), 5, sampler="iid")
-    assert set(SAMPLERS) == {"iid", "wor", "greedy", "hub"}
+    assert set(SAMPLERS) == {"iid", "wor", "greedy", "hub", "topk"}
 
 
 def test_hit_probability_accepts_sets_and_masks_and_refuses_floats():

@@ -44,7 +44,7 @@ ACCEPTANCE_SHARE = 0.1
 CONSTANT_SHARE = 0.5
 BETTING_SHARE = 1.0 - ACCEPTANCE_SHARE - CONSTANT_SHARE
 #: mdsd's lossless verifier for each draft law: the reference the evidence of a failure is measured against.
-REFERENCE_VERIFIERS = {"iid": "rrs", "wor": "rrsw", "greedy": "greedy", "hub": "hub"}
+REFERENCE_VERIFIERS = {"iid": "rrs", "wor": "rrsw", "greedy": "greedy", "hub": "hub", "topk": "topk"}
 #: Strata reported as evidence of a failure: at most this many, ...
 EVIDENCE = 3
 #: ... each contributing at least this fraction of the largest contribution, and (after the first) at least

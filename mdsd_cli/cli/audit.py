@@ -31,6 +31,7 @@ class AuditSampler(str, Enum):
     wor = "wor"
     greedy = "greedy"
     hub = "hub"
+    topk = "topk"
 
 
 class AuditDtype(str, Enum):

@@ -170,10 +170,10 @@ def decode(
                                           "(4,2,2,1), paths:KxL (paths:4x4) or a JSON file of child-index paths. "
                                           "Repeat for several. (default: 2x4)", rich_help_panel=DECODE_PANEL),
     sampler: list[str] | None = typer.Option(None, "--sampler", "-s", help="Draft sampler(s): iid, wor, greedy, "
-                                             "hub; each verifier runs on those it is lossless for. (default: each "
+                                             "hub, topk; each verifier runs on those it is lossless for. (default: each "
                                              "verifier's own)", rich_help_panel=DECODE_PANEL),
     verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s): per node nss, rrs, rrsw, kseq, "
-                                              "hub, greedy, otm, optimal-iid, optimal-wor; sequence-level block "
+                                              "hub, greedy, otm, optimal-iid, optimal-wor, topk; sequence-level block "
                                               "(chains) and traversal (static trees, iid or wor); NAME:SAMPLER pins "
                                               "the draft law (nss:wor). Repeat for several. (default: rrs)",
                                               rich_help_panel=DECODE_PANEL),

@@ -50,6 +50,7 @@ class SamplerChoice(str, Enum):
     wor = "wor"
     greedy = "greedy"
     hub = "hub"
+    topk = "topk"
     all = "all"
 
 
@@ -135,7 +136,7 @@ def sampler_specs(value):
     return value
 
 
-SAMPLER_SPEC_HELP = ("iid, wor, greedy, hub, or a parametric law: base:temperature=τ, base:top_k=k, "
+SAMPLER_SPEC_HELP = ("iid, wor, greedy, hub, topk, or a parametric law: base:temperature=τ, base:top_k=k, "
                      "base:top_p=π (drafts from the transformed q), hybrid:m=k (top k tokens + n-k drawn "
                      "without replacement)")
 SamplerOpt = Annotated[list[str] | None, typer.Option(
@@ -209,7 +210,8 @@ def _registered_verifiers(values):
 
 
 VerifierOpt = Annotated[list[str] | None, typer.Option(
-    "--verifier", "-v", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, optimal-iid, optimal-wor, or "
+    "--verifier", "-v", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, optimal-iid, optimal-wor, topk, "
+    "or "
     "'all'. Repeat for several. (default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL,
     metavar="NAME")]
 MethodOpt = Annotated[str, typer.Option(

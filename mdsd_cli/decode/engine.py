@@ -161,7 +161,7 @@ def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence
     unused = [s for s in samplers if s not in used]
     if unused:
         raise InputError(f"no verifier given for {unused[0]} drafts; add a verifier for them "
-                         f"(e.g. --verifier {'rrsw' if unused[0] == 'wor' else unused[0] if unused[0] in ('greedy', 'hub') else 'rrs'})")
+                         f"(e.g. --verifier {'rrsw' if unused[0] == 'wor' else unused[0] if unused[0] in ('greedy', 'hub', 'topk') else 'rrs'})")
     runs: list[tuple[TreeShape, str, str]] = []
     skipped: list[str] = []
     for name, law in pairs:

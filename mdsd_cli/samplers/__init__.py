@@ -22,6 +22,7 @@ from .laws import (
     GreedySampler,
     HubSampler,
     IIDSampler,
+    TopKSampler,
     WORSampler,
     _cdf_draw,
     last_positive,
@@ -40,7 +41,7 @@ from .parametric import (
 
 __all__ = [
     "MAX_TUPLES", "SAMPLERS", "TINY_MASS", "DraftSampler", "DraftSetLaw", "GreedySampler", "HubSampler",
-    "HybridSampler", "IIDSampler", "TransformedSampler", "WORSampler", "draft_set_law", "draft_tuple_law",
+    "HybridSampler", "IIDSampler", "TopKSampler", "TransformedSampler", "WORSampler", "draft_set_law", "draft_tuple_law",
     "get_sampler", "hit_probability", "hit_probability_chain", "last_positive", "packed_ratio_order",
     "ratio_order", "sample_drafts", "sampler_names", "set_law_from_tuples", "top_tokens", "truncate_top_k",
     "truncate_top_p", "_cdf_draw",
@@ -48,7 +49,7 @@ __all__ = [
 
 #: Draft samplers by CLI name.
 SAMPLERS: dict[str, DraftSampler] = {
-    s.name: s for s in (IIDSampler(), WORSampler(), GreedySampler(), HubSampler())
+    s.name: s for s in (IIDSampler(), WORSampler(), GreedySampler(), HubSampler(), TopKSampler())
 }
 
 

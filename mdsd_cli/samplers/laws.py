@@ -440,6 +440,43 @@ class GreedySampler(DraftSampler):
         return tuples.astype(np.int64), rest[last] / rest[last].sum()
 
 
+class TopKSampler(GreedySampler):
+    """The deterministic top k: the n most probable tokens of q, most probable first (EAGLE-2/3, Medusa).
+
+    No randomness: the tuple law is one tuple. The best acceptance any lossless verifier reaches is
+    ``alpha*_topk = p(T)``, T the top set (the output is a draft only if it lies in T, and Y ~ p gets
+    exactly that), which :class:`~mdsd_cli.verifiers.nss.TopK` (target sampling) reaches.
+    """
+
+    name = "topk"
+    kind = "topk"
+    description = "the n most probable tokens of q, no randomness (EAGLE-2/3, Medusa)"
+
+    def top_set(self, q, n) -> np.ndarray:
+        return top_tokens(q, min(int(n), int(np.count_nonzero(q > 0))))
+
+    def sample(self, q, n, rng, size):
+        top = self.top_set(q, n)
+        return np.broadcast_to(top, (size, top.size)).astype(np.int64)
+
+    def hit_probability_chain(self, q, n, order):
+        is_top = np.zeros(q.size, dtype=bool)
+        is_top[self.top_set(q, n)] = True
+        return np.concatenate(([False], np.logical_or.accumulate(is_top[order]))).astype(np.float64)
+
+    def closed_form(self, p, q, n):
+        """``alpha* = p(T)``; the minimising set is every token outside T that p gives mass."""
+        is_top = np.zeros(q.size, dtype=bool)
+        is_top[self.top_set(q, n)] = True
+        return float(p[is_top].sum()), np.flatnonzero(~is_top & (p > 0))
+
+    def estimate_tuples(self, q, n):
+        return 1
+
+    def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
+        return self.top_set(q, n)[None, :].astype(np.int64), np.ones(1)
+
+
 class HubSampler(GreedySampler):
     name = "hub"
     kind = "hub"

@@ -39,14 +39,14 @@ from .estimation import (
 )
 from .greedy import GreedyVerifier, HubVerifier
 from .kseq import KSeq
-from .nss import NSS
+from .nss import NSS, TopK
 from .optimal import OptimalIID, OptimalWOR
 from .otm import OTM
 from .rrs import RRS, RRSW
 
 #: Verifier classes by CLI name.
 VERIFIERS: dict[str, type[PreparedVerifier]] = {
-    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM, OptimalIID, OptimalWOR)
+    cls.name: cls for cls in (NSS, RRS, RRSW, KSeq, HubVerifier, GreedyVerifier, OTM, OptimalIID, OptimalWOR, TopK)
 }
 
 __all__ = [

@@ -269,5 +269,5 @@ class PreparedVerifier:
 
     @property
     def distinct_drafts(self) -> bool:
-        """Whether the draft law never repeats a token (wor, greedy, hub)."""
-        return self.draft_sampler.kind in ("wor", "greedy", "hub")
+        """Whether the draft law never repeats a token (wor, greedy, hub, topk)."""
+        return self.draft_sampler.kind in ("wor", "greedy", "hub", "topk")

@@ -32,6 +32,8 @@ class NSS(PreparedVerifier):
             with np.errstate(divide="ignore"):
                 included = -np.expm1(self.n * np.log1p(-np.minimum(self.q, 1.0)))
             return float((self.p * included).sum())  # not BLAS dot: its threads stall on busy machines
+        if name == "topk":  # the drafts are the top set itself
+            return float(self.p[self.draft_sampler.top_set(self.q, self.n)].sum())
         if name in ("greedy", "hub"):
             if int(np.count_nonzero(self.q > 0)) < self.n:
                 return float(self.p[self.q > 0].sum())
@@ -50,10 +52,10 @@ class NSS(PreparedVerifier):
         kind = self.draft_sampler.kind
         if kind == "iid":
             return sequential_moves(self.q, np.zeros((self.n, self.V)), self.p, split)
-        if kind not in ("greedy", "hub"):
+        if kind not in ("greedy", "hub", "topk"):
             return None  # wor: the positions' laws by enumeration only
         tuples, prob = self.draft_sampler.tuple_law(self.q, self.n) if kind == "hub" else (None, None)
-        if kind == "greedy":
+        if kind in ("greedy", "topk"):
             top = self.draft_sampler.top_set(self.q, self.n)
             marginals = np.zeros((self.num_drafts, self.V))
             marginals[np.arange(top.size), top] = 1.0
@@ -66,4 +68,18 @@ class NSS(PreparedVerifier):
             for j in range(tuples.shape[1]):
                 np.add.at(marginals[j], tuples[:, j], prob)
         return distinct_split(self.p * marginals, split)  # position j holds y w.p. marginals[j, y]
+
+
+class TopK(NSS):
+    """Target sampling on deterministic top-k drafts: ``Y ~ p``, the accepted draft the one equal to ``Y``.
+
+    With the drafts fixed to the top set T of q, any lossless verifier outputs a draft only when
+    ``Y`` lies in T, so ``p(T)`` is the most it can accept: ``alpha*_topk``, which this reaches. (EAGLE-2/3
+    and Medusa draft the top k and verify this way.)
+    """
+
+    name = "topk"
+    description = "target sampling on the deterministic top-k drafts (EAGLE-2/3, Medusa); reaches α*_topk = p(top k)"
+    default_sampler = "topk"
+    samplers = ("topk",)
 
