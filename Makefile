@@ -11,7 +11,7 @@ SWEEPS := draft-samplers verifier-gap num-drafts scaling
 EXPERIMENTS := $(SWEEPS) tree-decode draft-design
 SCRIPTS := sequence-level
 JOBS ?= 2
-.PHONY: help install test lint bound bench clean reproduce figures findings $(EXPERIMENTS) $(SCRIPTS)
+.PHONY: help install test lint bound bench clean reproduce figures findings check-results $(EXPERIMENTS) $(SCRIPTS)
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ sequence-level: $(STAMP) ## Per-node vs sequence-level verifiers against the seq
 
 figures: $(STAMP) ## Redraw every figure from the tables in results/
 	@for e in $(EXPERIMENTS); do $(BIN)/mdsd plot results/$$e || exit 1; done
+
+check-results: $(STAMP) ## Compare the tables in results/ with the committed ones (timings left out) within 1e-9
+	@$(BIN)/python experiments/compare_results.py results
 
 findings: $(STAMP) ## Check the expected findings against results/ and write results/FINDINGS.md
 	@$(BIN)/python experiments/findings.py results > results/FINDINGS.md.tmp && mv results/FINDINGS.md.tmp results/FINDINGS.md

@@ -176,7 +176,8 @@ def scaling(results: Path) -> list[str]:
     big = int(ok[ok.method == "chain"].vocab.max())
     out += ["| solver | n | largest V solved | first V refused |", "|---|---|---|---|", *walls, "",
             f"chain at V = {big:,}: {med.loc[('chain', big)]:.3f} s per pair (median over samplers and n). "
-            f"Largest |value − chain| where both ran: {agreement}.", ""]
+            + (f"Largest |value − chain| where both ran: {agreement}." if agreement else
+               "(The per-pair agreement with the other solvers needs `pairs.parquet`: rerun `make scaling`.)"), ""]
     return out
 
 

@@ -55,3 +55,41 @@ def test_refused_optimal_wor_cells_show_the_bound_and_its_gain_over_rrsw(tmp_pat
     assert [line.rsplit("|", 2)[-2].strip() for line in table] == ["+0.0000", "+0.0700 (α* wor)"]
     assert [line.split("|")[-3].strip() for line in table] == ["0.5000", "refused"]  # the optimal-wor column
     assert "Where optimal-wor was refused" in "\n".join(text)
+
+
+def _compare_results():
+    spec = importlib.util.spec_from_file_location("compare_results", ROOT / "experiments" / "compare_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_regenerated_tables_are_compared_with_the_committed_ones_timings_left_out():
+    compare = _compare_results().compare_tables
+    committed = pd.DataFrame({"tree": ["2x4", "4x3"], "block_efficiency": [2.5, float("nan")],
+                              "verify_seconds": [0.1, 0.2], "tokens_per_second": [10.0, 20.0]})
+    now = committed.copy()
+    now["verify_seconds"] = [9.0, 9.0]  # wall times are not results
+    now["tokens_per_second"] = [1.0, 1.0]
+    assert compare(committed, now, 1e-9) == []
+    now.loc[0, "block_efficiency"] = 2.5 * (1 + 1e-13)  # a processor's last digits
+    assert compare(committed, now, 1e-9) == []
+    now.loc[0, "block_efficiency"] = 2.598  # another random trajectory
+    assert compare(committed, now, 1e-9)[0].startswith("block_efficiency: 1 values differ, largest at row 0")
+    now.loc[0, "block_efficiency"] = 2.5
+    now.loc[1, "block_efficiency"] = 3.0  # NaN on one side only
+    assert compare(committed, now, 1e-9) and compare(committed, now, 1e-9)[0].startswith("block_efficiency")
+    now.loc[1, "block_efficiency"] = float("nan")
+    now.loc[1, "tree"] = "4x4"
+    assert compare(committed, now, 1e-9) == ["tree: 1 values differ, first at row 1: '4x3' committed, '4x4' now"]
+    assert compare(committed, now.iloc[:1], 1e-9) == ["1 rows, committed 2"]
+    assert compare(committed, now.drop(columns="tree"), 1e-9)[0].startswith("columns differ (missing ['tree']")
+
+
+def test_the_script_lists_the_committed_tables_and_refuses_a_bad_tolerance(monkeypatch, capsys):
+    module = _compare_results()
+    monkeypatch.chdir(ROOT)
+    tables = module.tracked_tables(Path("results"))
+    assert "results/tree-decode/expected.csv" in tables and not [t for t in tables if t.endswith("timings.csv")]
+    assert module.main(["results", "--tolerance", "-1"]) == 2
+    assert "--tolerance must be >= 0" in capsys.readouterr().err
