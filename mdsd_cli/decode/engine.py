@@ -404,6 +404,9 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
     _STATE.update(target=target, draft=draft, prompts=list(prompts), specs=list(specs), seed=int(seed),
                   max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers)
     units = [(si, pi) for si in range(len(specs)) for pi in range(len(prompts))]
+    # run prompt by prompt, every configuration in turn: the progress rate then mixes cheap and costly
+    # configurations from the start, so the ETA holds (each unit has its own stream: same results)
+    order = [(si, pi) for pi in range(len(prompts)) for si in range(len(specs))]
     warm_up_verifiers(specs)  # before the clock and before forking: every worker inherits it
     t0 = time.perf_counter()
     results: dict[tuple[int, int], PromptRun] = {}
@@ -412,12 +415,12 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
             import multiprocessing
 
             with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-                futures = {pool.submit(_unit, si, pi): (si, pi) for si, pi in units}
+                futures = {pool.submit(_unit, si, pi): (si, pi) for si, pi in order}
                 for fut in cf.as_completed(futures):
                     results[futures[fut]] = fut.result()
                     advance(1)
         else:
-            for si, pi in units:
+            for si, pi in order:
                 results[(si, pi)] = _unit(si, pi)
                 advance(1)
     finally:
