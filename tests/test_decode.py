@@ -518,6 +518,10 @@ def test_cli_config_file_and_prompts_file(tmp_path):
     (["--sampler", "wor", "--verifier", "rrs"], 1, "verifier rrs is lossless for iid drafts only, not wor"),
     (["--tree", "4x3", "--verifier", "hub"], 1, "tree 4x3 has nodes with 4 children"),
     (["--tree", "8x6"], 1, "tree 8x6 has 299,593 nodes (limit 2,048)"),
+    (["--tree", "10x5000"], 1, "tree 10x5000 has more than 10^15 nodes (limit 2,048)"),
+    (["--tree", "10000000x10000000"], 1, "has more than 10^15 nodes"),  # refused at once, not after minutes
+    (["--tree", "9" * 5000 + "x2"], 1, "a number of 5,000 digits"),
+    (["--max-new-tokens", "99999999999999999999"], 2, "--max-new-tokens"),
     (["--tree", "17x1", "--verifier", "optimal-wor"], 1, "optimal-wor takes at most 16 drafts"),
     (["--verifier", "nope"], 1, "unknown verifier 'nope'"),
     (["--prompts", "missing.txt"], 1, "prompts file missing.txt not found"),
@@ -536,6 +540,24 @@ def test_cli_bad_input_is_one_clean_line_and_no_file(tmp_path, args, code, fragm
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: ")
     assert fragment in " ".join(res.stderr.split()), res.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [bad_tree]
+
+
+@pytest.mark.parametrize("line,fragment", [
+    ("seed = -1", "seed = -1 is out of range; it must be >= 0 (as --seed)"),
+    ("draft_cost = -0.5", "draft_cost = -0.5 is out of range"),
+    ("node_cost = -1", "node_cost = -1 is out of range"),
+    ('models = "synthetic"\nvocab = 1', "vocab = 1 is out of range; it must be >= 2"),
+    ("max_new_tokens = 100000000000", "must be between 1 and 1,000,000"),
+    ("temperatures = [0.7, -1.0]", "temperatures must be numbers >= 0, got -1.0"),
+    ("noise = nan", "noise = nan is out of range"),
+])
+def test_config_values_get_the_command_line_ranges(tmp_path, line, fragment):
+    config = tmp_path / "run.toml"
+    config.write_text(line + "\n")
+    res = run_cli("--config", config, "--prompts", "1", "--max-new-tokens", "2", "--out", tmp_path / "out.csv")
+    assert res.exit_code == 1 and res.stdout == "" and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and fragment in " ".join(res.stderr.split()), res.stderr
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_cli_warns_on_stderr_when_a_combination_is_skipped():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -19,6 +20,8 @@ DECODE_PANEL = "Decoding"
 COST_PANEL = "Cost model"
 OUTPUT_PANEL = "Output"
 
+#: The most tokens a prompt may ask for (a typo's 10^20 is refused, not run).
+MAX_NEW_TOKENS = 1_000_000
 #: Keys a --config TOML file may set (the long option names, with underscores).
 CONFIG_KEYS = {
     "name": str, "description": str, "models": str, "vocab": int, "model_seed": int, "noise": (int, float),
@@ -29,6 +32,10 @@ CONFIG_KEYS = {
     "threads": int, "expected": bool, "contexts_per_prompt": int, "method": str, "prune": (int, float),
     "tail_samples": int, "replicates": int, "draft_samples": int, "repeats": int, "compare": list,
 }
+#: The command line's ranges, applied to --config values too: key -> (lowest, highest), None = unbounded.
+CONFIG_RANGES = {"vocab": (2, None), "model_seed": (0, None), "noise": (0, None), "max_new_tokens": (1, MAX_NEW_TOKENS),
+                 "seed": (0, None), "draft_cost": (0, None), "node_cost": (0, None), "threads": (1, None),
+                 "contexts_per_prompt": (1, None), "prompts": (1, None)}
 #: Settings of --expected runs (left out of a generation run's manifest).
 EXPECTED_KEYS = ("expected", "contexts_per_prompt", "method", "prune", "tail_samples", "replicates", "draft_samples",
                  "repeats", "compare")
@@ -62,6 +69,14 @@ def read_config(path: Path) -> dict:
         kind = CONFIG_KEYS[key]
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise InputError(f"{path}: {key} has the wrong type ({type(value).__name__})")
+        if key in CONFIG_RANGES and not isinstance(value, str):
+            low, high = CONFIG_RANGES[key]
+            if not (math.isfinite(value) and value >= low and (high is None or value <= high)):
+                span = f">= {low}" if high is None else f"between {low} and {high:,}"
+                raise InputError(f"{path}: {key} = {value} is out of range; it must be {span} (as --{key.replace('_', '-')})")
+    for t in data.get("temperatures", []):
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
+            raise InputError(f"{path}: temperatures must be numbers >= 0, got {t!r}")
     base = path.parent
     if "trees" in data:
         data["trees"] = [str(base / t) if str(t).lower().endswith(".json") and not Path(t).is_absolute() else str(t)
@@ -179,7 +194,7 @@ def decode(
                                               rich_help_panel=DECODE_PANEL),
     temperature: list[float] | None = typer.Option(None, "--temperature", "-t", min=0.0, help="Temperature(s) of "
                                                    "both models (0 = greedy). (default: 1)", rich_help_panel=DECODE_PANEL),
-    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, help="Tokens to generate per prompt. "
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, max=MAX_NEW_TOKENS, help="Tokens to generate per prompt. "
                                               "(default: 64)", rich_help_panel=DECODE_PANEL),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Seed; each (configuration, prompt) has its own "
                                     "stream, so results do not depend on --jobs. (default: 0)",

@@ -111,10 +111,27 @@ class TreeShape:
         return d
 
 
+#: Node counts above this are reported as "more than" it (the exact count of 1000x1000 has 3,001 digits).
+HUGE_NODES = 10**15
+
+
 def _check_size(label: str, nodes: int) -> None:
     if nodes > MAX_TREE_NODES:
-        raise SizeLimitError(f"tree {label} has {nodes:,} nodes (limit {MAX_TREE_NODES:,}); "
+        count = f"{nodes:,}" if nodes <= HUGE_NODES else "more than 10^15"
+        raise SizeLimitError(f"tree {_short(label)} has {count} nodes (limit {MAX_TREE_NODES:,}); "
                              "use a smaller width or depth")
+
+
+def _short(label: str) -> str:
+    return label if len(label) <= 60 else label[:57] + "..."
+
+
+def _count(text: str, digits: str) -> int:
+    """A width, depth or count of a tree spec (Python refuses to parse integers of more than 4,300 digits)."""
+    if len(digits) > 18:
+        raise SizeLimitError(f"tree {_short(text)}: a number of {len(digits):,} digits; the tree would have more than "
+                             f"{MAX_TREE_NODES:,} nodes (the limit)")
+    return int(digits)
 
 
 def _from_widths(label: str, widths: list[int]) -> TreeShape:
@@ -197,16 +214,18 @@ def parse_tree(spec) -> TreeShape:
     """
     text = str(spec).strip()
     if m := _KXD.match(text):
-        K, D = int(m.group(1)), int(m.group(2))
+        K, D = _count(text, m.group(1)), _count(text, m.group(2))
         if K < 1 or D < 1:
             raise InputError(f"tree {text}: K and D must be >= 1")
+        if K > 1 and D > 64:  # K^D beyond any limit: no need to compute a number of D log10 K digits
+            _check_size(text, HUGE_NODES + 1)
         nodes = D + 1 if K == 1 else (K ** (D + 1) - 1) // (K - 1)
         _check_size(text, nodes)
         return _from_widths(text, [K] * D)
     if _WIDTHS.match(text):
-        return _from_widths(text, [int(w) for w in text.split(",")])
+        return _from_widths(text, [_count(text, w.strip()) for w in text.split(",")])
     if m := _PATHS.match(text):
-        K, L = int(m.group(1)), int(m.group(2))
+        K, L = _count(text, m.group(1)), _count(text, m.group(2))
         if K < 1 or L < 1:
             raise InputError(f"tree {text}: K and L must be >= 1")
         _check_size(text, 1 + K * L)
