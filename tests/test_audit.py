@@ -756,3 +756,17 @@ def test_cli_fail_fast_rounding_and_float16():
     assert "proven lossless on all 12 cases" in result.stderr and "cannot detect" in result.stderr
     result = run("audit", "mdsd:rrs", "-n", "2", "--rounding", "0.9")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
+
+
+def test_a_function_that_sets_numpy_errors_to_raise_does_not_crash_the_harness():
+    def strict_rrs(p, q, drafts, rng):
+        np.seterr(all="raise")  # global state the harness must not inherit
+        return rrs(p, q, drafts, rng)
+
+    before = np.geterr()
+    try:
+        report = audit_verifier(strict_rrs, sampler="iid", n=2, budget=4_800, seed=0)
+    finally:
+        np.seterr(**before)
+    assert report.passed, report.details()
+    assert np.geterr() == before

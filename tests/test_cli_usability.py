@@ -169,7 +169,7 @@ def test_verify_has_a_short_flag_for_verifier():
 
 
 @pytest.mark.parametrize("args,hint", [
-    (["bound", "--synthetic", "zipf", "-s", "wro"], "unknown draft sampler 'wro'; choose one of: iid, wor, greedy, hub, hybrid; did you mean 'wor'?"),
+    (["bound", "--synthetic", "zipf", "-s", "wro"], "unknown draft sampler 'wro'; choose one of: iid, wor, greedy, hub, topk, hybrid; did you mean 'wor'?"),
     (["bound", "--synthetic", "zipf", "--solver", "chian"], "did you mean 'chain'?"),
     (["verify", "--synthetic", "zipf", "-v", "rrsx"], "did you mean 'rrs'?"),
     (["verify", "--synthetic", "zipf", "--method", "exakt"], "did you mean 'exact'?"),

@@ -15,6 +15,7 @@ against oracles computed from the models directly (never from the engine):
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -686,3 +687,30 @@ def test_verifier_kernels_are_loaded_before_the_clock_starts():
     enabled, before, after = res.stdout.split()
     if enabled == "True":
         assert int(before) == 0 and int(after) > 0, res.stdout
+
+
+@pytest.mark.parametrize("returned,fragment", [
+    (lambda n, V: np.zeros((1, V)), "returned logits of shape (1, 7) for"),  # one row for several contexts
+    (lambda n, V: np.zeros((n, V + 1)), "one row of V = 7 per context"),
+    (lambda n, V: np.full((n, V), "a"), "returned logits that are not numbers"),
+])
+def test_a_custom_model_returning_the_wrong_logits_is_told_what_is_wrong(returned, fragment):
+    from mdsd_cli.errors import InputError
+    from mdsd_cli.models import NextTokenModel
+
+    class Broken(NextTokenModel):
+        name, vocab_size = "broken", 7
+
+        def logits(self, contexts):
+            return returned(len(contexts), self.vocab_size)
+
+    class Fine(NextTokenModel):
+        name, vocab_size = "fine", 7
+
+        def logits(self, contexts):
+            return np.zeros((len(contexts), self.vocab_size))
+
+    specs, _ = plan_decode(["2x2"], ["rrs"], vocab_size=7, baselines=False)
+    for target, draft in ((Fine(), Broken()), (Broken(), Fine())):
+        with pytest.raises(InputError, match=re.escape(fragment)):
+            run_decode(target, draft, [Prompt(0, (1, 2))], specs, max_new_tokens=4, seed=0)

@@ -20,6 +20,8 @@ never the code under test:
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -28,7 +30,7 @@ pytest.importorskip("transformers")
 
 from mdsd_cli.decode import grow_tree, parse_tree, plan_decode, run_decode  # noqa: E402
 from mdsd_cli.decode.metrics import steps_table, summarize  # noqa: E402
-from mdsd_cli.errors import InputError  # noqa: E402
+from mdsd_cli.errors import DataFileError, InputError  # noqa: E402
 from mdsd_cli.models import Prompt, load_hf_pair, tree_paths  # noqa: E402
 from mdsd_cli.models.hf import HFModel  # noqa: E402
 from mdsd_cli.models.tiny import build_tiny_pair  # noqa: E402
@@ -450,3 +452,38 @@ def test_cli_bad_input_is_one_clean_line_and_no_file(dirs, tmp_path, case, fragm
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: "), res.stderr
     assert fragment in " ".join(res.stderr.split()), res.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("damage,fragment", [
+    ("more-layers", "does not match its checkpoint: 36 weight(s) missing from the checkpoint, which would be random"),
+    ("fewer-layers", "weight(s) in the checkpoint that the config has no place for (model.layers.1."),
+    ("vocab-abc", "cannot load model"),
+    ("truncated", "cannot load model"),
+])
+def test_a_checkpoint_that_does_not_match_its_config_or_is_damaged_is_refused(dirs, tmp_path, damage, fragment):
+    """transformers only logs these (and mdsd quiets its logs): four random layers, or trained ones dropped,
+    would give numbers about no trained model."""
+    import json
+    import shutil
+
+    target, draft = dirs["llama"]
+    bad = tmp_path / "bad"
+    shutil.copytree(target, bad)
+    config = json.loads((bad / "config.json").read_text())
+    if damage == "more-layers":
+        config["num_hidden_layers"] += 4
+    elif damage == "fewer-layers":
+        config["num_hidden_layers"] = 1
+    elif damage == "vocab-abc":
+        config["vocab_size"] = "abc"
+    (bad / "config.json").write_text(json.dumps(config))
+    if damage == "truncated":
+        weights = bad / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(DataFileError, match=re.escape(fragment)):
+        load_hf_pair(str(bad), str(draft), device="cpu")
+    out = tmp_path / "out.csv"
+    res = run_cli("--target", bad, "--draft", draft, "--prompts", dirs["prompts"], "--max-new-tokens", 2,
+                  "--out", out)
+    assert res.exit_code == 1 and "Traceback" not in res.stderr and not out.exists(), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: "), res.stderr

@@ -200,3 +200,14 @@ def test_hit_probability_accepts_sets_and_masks_and_refuses_floats():
         hit_probability(q, 1, [0.0, 1.5])
     with pytest.raises(InputError, match="length V"):
         hit_probability(q, 1, np.array([True, False]))
+
+
+def test_iid_tuple_law_takes_more_than_32_drafts_and_keeps_its_order():
+    """numpy's meshgrid stops at 32 axes: `audit mdsd:rrs -n 40` once crashed on a one-hot q (1 tuple of 40)."""
+    tuples, prob = SAMPLERS["iid"].tuple_law(np.array([0.0, 1.0, 0.0]), 40)
+    assert tuples.shape == (1, 40) and (tuples == 1).all() and prob.tolist() == [1.0]
+    q = np.array([0.2, 0.0, 0.5, 0.3])
+    tuples, prob = SAMPLERS["iid"].tuple_law(q, 3)
+    expected = [(a, b, c) for a in (0, 2, 3) for b in (0, 2, 3) for c in (0, 2, 3)]  # first draft slowest
+    assert [tuple(t) for t in tuples.tolist()] == expected
+    assert np.allclose(prob, [q[a] * q[b] * q[c] for a, b, c in expected], atol=1e-15)

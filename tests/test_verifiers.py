@@ -1,5 +1,7 @@
 """Verifiers: exact losslessness, exact rates against references and α*, Monte Carlo, sampling."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,28 @@ def test_sizes_are_refused_with_a_reason():
     assert 0 < mean < 1 and se > 0
     auto = acceptance_rate("rrsw", p, q, 4, method="auto", samples=2000, rng=0)
     assert auto == (mean, se)
+
+
+@pytest.mark.parametrize("name,drafts,fragment", [
+    ("rrsw", [0, 0], "draft tuple (0, 0) repeats a token, which wor drafts never do"),
+    ("optimal-wor", [1, 1], "repeats a token"),
+    ("nss:wor", [2, 2], "repeats a token"),
+    ("greedy", [1, 0], "cannot come from greedy drafts: greedy drafts begin with q's most likely token, 0"),
+    ("greedy", [2, 1, 0], "begin with q's 2 most likely tokens, (0, 2), in that order"),
+    ("hub", [1, 3], "the hub, token 0 (the most likely under q), is not among them"),
+    ("topk", [0, 1], "cannot come from topk drafts"),
+])
+def test_tuples_the_draft_law_cannot_produce_are_refused(name, drafts, fragment):
+    """A verifier is lossless for its law's tuples: rrsw given repeated (iid) drafts would answer, silently lossy."""
+    p, q = [0.3, 0.4, 0.2, 0.1], [0.5, 0.1, 0.3, 0.1]
+    verifier, _, sampler = name.partition(":")
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        verify(verifier, p, q, drafts, rng=0, sampler=sampler or None)
+    v = prepare_verifier(verifier, p, q, len(drafts), sampler=sampler or None)
+    with pytest.raises(InputError, match="cannot come from|repeats a token"):
+        v.verify_batch(np.array([drafts]), rng=0)
+    # every tuple the law does produce is accepted
+    tuples, _ = v.draft_sampler.tuple_law(v.q, v.n)
+    for row in tuples:
+        v.verify(row, rng=0)
+    assert verify("rrs", p, q, [0, 0], rng=0) in range(4)  # iid drafts repeat: fine

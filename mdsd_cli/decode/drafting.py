@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..samplers import DraftSampler
-from .laws import tempered
+from .laws import model_rows, tempered
 from .trees import TreeShape
 
 
@@ -70,7 +70,8 @@ def grow_tree(draft_model, prefix, shape: TreeShape, sampler: DraftSampler, temp
     def laws(tree, expand):
         nonlocal model_seconds
         t0 = time.perf_counter()
-        logits = draft_model.tree_logits(prefix, tree.parents, tree.tokens, expand)
+        logits = model_rows(draft_model, draft_model.tree_logits(prefix, tree.parents, tree.tokens, expand),
+                            len(expand))
         model_seconds += time.perf_counter() - t0
         return tempered(logits, temperature)
 

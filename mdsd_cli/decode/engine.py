@@ -24,7 +24,7 @@ from ..samplers import get_sampler
 from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
 from .drafting import grow_tree
-from .laws import tempered
+from .laws import model_rows, tempered
 from .sequence import SEQUENCE_VERIFIERS
 from .trees import TreeShape, parse_tree
 from .walk import VerifierCache, walk_per_node
@@ -250,7 +250,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
         while len(generated) < max_new_tokens:
             c0 = target.cache_seconds
             t0 = time.perf_counter()
-            logits = target.tree_logits(context, [-1], [-1], [0])
+            logits = model_rows(target, target.tree_logits(context, [-1], [-1], [0]), 1)
             t1 = time.perf_counter()
             y = int(sample_from_law(tempered(logits[0], T)[0], 1, rng)[0])
             t2 = time.perf_counter()
@@ -270,7 +270,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
         draft_cache = draft.cache_seconds - d0
         c0 = target.cache_seconds
         t0 = time.perf_counter()
-        logits = target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
+        logits = model_rows(target, target.tree_logits(context, tree.parents, tree.tokens, range(tree.size)), tree.size)
         target_cache = target.cache_seconds - c0
         target_seconds = time.perf_counter() - t0 - target_cache
         if sequence is not None:

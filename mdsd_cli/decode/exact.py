@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import SizeLimitError
 from ..samplers import get_sampler
 from .drafting import DraftTree
-from .laws import tempered
+from .laws import model_rows, tempered
 from .trees import TreeShape
 
 #: Most draft trees :func:`tree_law` enumerates.
@@ -35,7 +35,8 @@ class ConditionalLaws:
     def many(self, paths: Sequence[tuple[int, ...]]) -> np.ndarray:
         missing = [p for p in dict.fromkeys(map(tuple, paths)) if p not in self._memo]
         if missing:
-            rows = tempered(self.model.logits([self.prefix + list(p) for p in missing]), self.temperature)
+            rows = tempered(model_rows(self.model, self.model.logits([self.prefix + list(p) for p in missing]),
+                                       len(missing)), self.temperature)
             self._memo.update(zip(missing, rows))
         return np.stack([self._memo[tuple(p)] for p in paths]) if paths else np.zeros((0, self.vocab_size))
 

@@ -60,7 +60,7 @@ from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
 from .engine import DecodeSpec
 from .exact import ConditionalLaws, _path, tree_law, tree_paths
-from .laws import tempered
+from .laws import model_rows, tempered
 from .sequence import SEQUENCE_VERIFIERS
 from .trees import TreeShape
 
@@ -102,7 +102,7 @@ def _continuation(target, prompt, length: int, temperature: float, rng) -> list[
     target.reset_cache()
     eos = target.eos_token_id
     while len(out) < length:
-        logits = target.tree_logits(context, [-1], [-1], [0])
+        logits = model_rows(target, target.tree_logits(context, [-1], [-1], [0]), 1)
         y = int(sample_from_law(tempered(logits[0], temperature)[0], 1, rng)[0])
         if eos is not None and y == eos:
             break

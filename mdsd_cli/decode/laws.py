@@ -32,4 +32,25 @@ def tempered(logits, temperature: float) -> np.ndarray:
     return z
 
 
-__all__ = ["tempered"]
+def model_rows(model, logits, rows: int) -> np.ndarray:
+    """What ``model`` returned as logits for ``rows`` contexts, as float64 ``[rows, V]``, or an
+    :class:`InputError` saying what is wrong: a model that returns one row for several contexts
+    would otherwise leave nodes unscored, and strings or meta tensors would raise deep inside."""
+    name = getattr(model, "name", "") or type(model).__name__
+    V = getattr(model, "vocab_size", None)
+    try:
+        if hasattr(logits, "detach"):  # a torch tensor, on any device
+            logits = logits.detach().float().cpu().numpy()
+        x = np.asarray(logits, dtype=np.float64)
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as exc:
+        raise InputError(f"model {name} returned logits that are not numbers ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); return a float array [contexts, V]") from None
+    if x.ndim == 1 and rows == 1:
+        x = x[None, :]
+    if x.shape != (rows, V):
+        raise InputError(f"model {name} returned logits of shape {tuple(x.shape)} for {rows} context(s); it must "
+                         f"return one row of V = {V} per context, shape ({rows}, {V})")
+    return x
+
+
+__all__ = ["model_rows", "tempered"]

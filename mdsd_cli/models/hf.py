@@ -126,14 +126,46 @@ def load_causal_lm(name: str, *, revision, device, dtype, torch, transformers, t
                            "cached models without trying the network")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, **kwargs)
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype), **kwargs)
-    except (OSError, ValueError) as exc:
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype),
+                                                                        output_loading_info=True, **kwargs)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged directory raises anything (OSError, ValueError,
+        # TypeError for "vocab_size": "abc", safetensors' own error for a truncated file, RuntimeError for shapes)
         if kwargs.get("local_files_only"):
             raise DataFileError(f"cannot load model {name!r}: {unreachable}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataFileError(f"cannot load model {name!r}: {first}") from None
+        if len(first) > 300:
+            first = first[:297] + "..."
+        raise DataFileError(f"cannot load model {name!r}: {type(exc).__name__}: {first}") from None
+    check_loading_info(name, info)
     model.to(device).eval()
     return tokenizer, model
+
+
+def _keys(keys, limit: int = 3) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:limit]) + (f" and {len(keys) - limit:,} more" if len(keys) > limit else "")
+
+
+def check_loading_info(name: str, info: dict) -> None:
+    """Refuse a checkpoint that does not match its config: weights missing from it would be random (a config
+    of 12 layers over a checkpoint of 8), weights it has that the model lacks are dropped (the reverse), and
+    weights of another shape are re-initialised. transformers only logs these; numbers from such a model
+    would describe no trained model."""
+    missing, unexpected = list(info.get("missing_keys") or []), list(info.get("unexpected_keys") or [])
+    mismatched = [k if isinstance(k, str) else str(k[0]) for k in (info.get("mismatched_keys") or [])]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing):,} weight(s) missing from the checkpoint, which would be random ({_keys(missing)})")
+    if unexpected:
+        problems.append(f"{len(unexpected):,} weight(s) in the checkpoint that the config has no place for "
+                        f"({_keys(unexpected)})")
+    if mismatched:
+        problems.append(f"{len(mismatched):,} weight(s) of another shape than the config's ({_keys(mismatched)})")
+    if problems:
+        raise DataFileError(f"model {name!r} does not match its checkpoint: " + "; ".join(problems)
+                            + "; fix config.json or the weights")
 
 
 def logit_dim(model) -> int:

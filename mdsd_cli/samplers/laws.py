@@ -291,8 +291,11 @@ class IIDSampler(DraftSampler):
     def tuple_law(self, q, n, *, max_tuples=MAX_TUPLES):
         self._check_enumerable(q, n, max_tuples)
         support = np.flatnonzero(q > 0)
-        grids = np.meshgrid(*([support] * n), indexing="ij")
-        tuples = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+        m = support.size
+        index = np.arange(m ** n, dtype=np.int64)  # at most max_tuples: the digits below fit int64
+        # mixed radix, first draft most significant (the order numpy.meshgrid's "ij" gives, without its 32-axis cap)
+        digits = np.stack([(index // m ** (n - 1 - j)) % m for j in range(n)], axis=1) if n else index[:, None]
+        tuples = support[digits].astype(np.int64)
         return tuples, np.prod(q[tuples], axis=1)
 
     def set_law(self, q, n, *, max_tuples=MAX_TUPLES):

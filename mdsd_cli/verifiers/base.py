@@ -200,7 +200,38 @@ class PreparedVerifier:
         if impossible.any():
             raise InputError(f"draft token {int(d[impossible][0])} has draft probability 0; "
                              "it cannot have been drafted")
+        self._check_law_can_draft(d)
         return d.astype(np.int64)
+
+    def _check_law_can_draft(self, d: np.ndarray) -> None:
+        """Refuse tuples the draft law never produces: a verifier is lossless for its law's tuples only (rrsw given
+        a repeated iid draft, greedy given drafts that are not q's top tokens, would be silently lossy)."""
+        kind = self.draft_sampler.kind
+        if kind == "iid" or not d.size:
+            return
+        ordered = np.sort(d, axis=1)
+        repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+        if repeats.any():
+            row = tuple(int(x) for x in d[int(np.argmax(repeats))])
+            raise InputError(f"draft tuple {row} repeats a token, which {self.sampler} drafts never do; verify "
+                             "drafts drawn with replacement with an iid verifier (rrs, kseq, optimal-iid)")
+        if kind not in ("greedy", "topk", "hub"):
+            return
+        if not hasattr(self, "_law_top"):
+            self._law_top = (np.array([self.draft_sampler.hub(self.q)]) if kind == "hub"
+                             else self.draft_sampler.top_set(self.q, self.n))
+        top = self._law_top
+        if kind == "hub":
+            bad = ~(d == top[0]).any(axis=1)
+            what = f"the hub, token {int(top[0])} (the most likely under q), is not among them"
+        else:
+            k = top.size
+            bad = (d[:, :k] != top[None, :]).any(axis=1)
+            what = (f"{kind} drafts begin with q's most likely token, {int(top[0])}" if k == 1 else
+                    f"{kind} drafts begin with q's {k} most likely tokens, {tuple(int(x) for x in top)}, in that order")
+        if bad.any():
+            row = tuple(int(x) for x in d[int(np.argmax(bad))])
+            raise InputError(f"draft tuple {row} cannot come from {self.sampler} drafts: {what}")
 
     def verify(self, drafts, rng=None) -> Verification:
         """Verify one draft tuple: the output token and the accepted draft's position.
