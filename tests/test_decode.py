@@ -523,6 +523,7 @@ def test_cli_config_file_and_prompts_file(tmp_path):
     (["--tree", "10000000x10000000"], 1, "has more than 10^15 nodes"),  # refused at once, not after minutes
     (["--tree", "9" * 5000 + "x2"], 1, "a number of 5,000 digits"),
     (["--max-new-tokens", "99999999999999999999"], 2, "--max-new-tokens"),
+    (["--steps", "SAME_AS_OUT"], 1, "--out and --steps both write"),
     (["--tree", "17x1", "--verifier", "optimal-wor"], 1, "optimal-wor takes at most 16 drafts"),
     (["--verifier", "nope"], 1, "unknown verifier 'nope'"),
     (["--prompts", "missing.txt"], 1, "prompts file missing.txt not found"),
@@ -534,8 +535,8 @@ def test_cli_bad_input_is_one_clean_line_and_no_file(tmp_path, args, code, fragm
     bad_tree = tmp_path / "bad.json"
     bad_tree.write_text("[[0], [0, 1]]")
     out = tmp_path / "out.csv"
-    res = run_cli("--prompts", "2", "--max-new-tokens", "4", *[str(bad_tree) if a == "BAD_TREE" else a for a in args],
-                  "--out", out)
+    given = [str(bad_tree) if a == "BAD_TREE" else str(out) if a == "SAME_AS_OUT" else a for a in args]
+    res = run_cli("--prompts", "2", "--max-new-tokens", "4", *given, "--out", out)
     assert res.exit_code == code, (res.exit_code, res.stderr)
     assert res.stdout == "" and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: ")

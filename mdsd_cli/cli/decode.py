@@ -310,9 +310,17 @@ def decode(
     from ..decode import plan_decode, run_decode
     from ..decode.metrics import prompts_table, steps_table, summarize, text_records, timings_table
 
-    for path in (out, steps, per_prompt, text, timings, comparisons, per_context):
-        if path is not None:
-            check_output_path(path)
+    outputs = {"--out": out, "--steps": steps, "--per-prompt": per_prompt, "--text": text, "--timings": timings,
+               "--comparisons": comparisons, "--per-context": per_context}
+    seen: dict = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        check_output_path(path)
+        key = Path(path).resolve()
+        if key in seen:  # one file would silently overwrite the other
+            raise InputError(f"{seen[key]} and {option} both write {path}; give each output its own file")
+        seen[key] = option
 
     settings = {**DEFAULTS, **HF_DEFAULTS}
     from_file = read_config(config) if config is not None else {}
