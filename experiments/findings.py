@@ -186,7 +186,7 @@ def scaling(results: Path) -> list[str]:
 #: Single-step orders expected to carry over (better, worse): within a draft law, then wor against iid.
 ORDERS = [("optimal-iid", "kseq"), ("kseq", "rrs"), ("rrs", "nss"), ("optimal-wor", "rrsw"), ("rrsw", "rrs"),
           ("optimal-wor", "optimal-iid")]
-VERIFIER_COLUMNS = ["nss", "rrs", "kseq", "optimal-iid", "rrsw", "optimal-wor", "greedy", "hub"]
+VERIFIER_COLUMNS = ["nss", "rrs", "kseq", "optimal-iid", "rrsw", "optimal-wor", "greedy", "topk", "hub"]
 
 
 #: The orderings the tree-decode experiment tests (expected from the single step, sections 2-3).
@@ -197,6 +197,34 @@ PAIRED_TARGET = 0.02
 
 def _overlap(a_low, a_high, b_low, b_high) -> bool:
     return a_low <= b_high and b_low <= a_high
+
+
+def _topk_reading(expected: pd.DataFrame) -> list[str]:
+    """How the deterministic top-k drafts (EAGLE-2/3, Medusa) fare against greedy and rrs, tree by tree."""
+    top = expected[expected.verifier == "topk"]
+    if top.empty:
+        return []
+    parts = []
+    for T, at in expected.groupby("temperature"):
+        gaps = []
+        for r in top[top.temperature == T].itertuples():
+            row = at[at.tree == r.tree].set_index("verifier").block_efficiency
+            chain = at[at.tree == f"1x{int(r.depth)}"].block_efficiency
+            gaps.append((r.tree, r.block_efficiency - row.get("greedy", float("nan")),
+                         r.block_efficiency - row.get("rrs", float("nan")),
+                         r.block_efficiency - (chain.iloc[0] if len(chain) else float("nan"))))
+        lo = min(g[1] for g in gaps)
+        hi = max(g[1] for g in gaps)
+        rrs_lo = min(g[2] for g in gaps)
+        rrs_hi = max(g[2] for g in gaps)
+        below = [g for g in gaps if g[3] < 0]
+        parts.append(f"at T = {T:g}, {lo:+.2f} to {hi:+.2f} tokens per call against `greedy` and {rrs_lo:+.2f} to "
+                     f"{rrs_hi:+.2f} against `rrs`"
+                     + (f", and below the single-draft chain of the same depth on {len(below)} of {len(gaps)} trees "
+                        f"({min(g[3] for g in below):+.2f} to {max(g[3] for g in below):+.2f})" if below else ""))
+    return ["*Deterministic top-k drafts* (`topk`, EAGLE-2/3's and Medusa's law, with target sampling, which is "
+            "optimal for it), differences of the means over the same contexts: " + "; ".join(parts) + ". Fixing the drafts to the draft model's top k gives up the "
+            "mass a random draft covers; with a bigram draft at T = 1 that costs most.", ""]
 
 
 def _reversals_explained(reversed_: pd.DataFrame, expected: pd.DataFrame) -> str:
@@ -273,6 +301,7 @@ def tree_decode(results: Path) -> list[str]:
                     "`rrs` only. *: node laws from sampled draft tuples. Where exact, the mean of the certified "
                     f"per-context intervals is {width.median():.3f} wide (median; up to {width.max():.3f}): the "
                     "point is the exact part plus the sampled pruned subtrees.)", ""]
+    out += _topk_reading(expected)
 
     # agreement with generation
     agree = mean_agree = cells = 0
@@ -365,7 +394,7 @@ def tree_decode(results: Path) -> list[str]:
             chain = at[at.tree == f"1x{depth}"].iloc[0]
             cells_ = [f"{chain[f'acceptance_d{k}']:.3f}" if k <= depth else "" for k in range(1, depth_max + 1)]
             depth_lines.append(f"| {T:g} | {tree} | chain 1x{depth} (one draft) | " + " | ".join(cells_) + " | | |")
-            for verifier in ("rrs", "kseq", "optimal-iid", "rrsw", "optimal-wor", "greedy"):
+            for verifier in ("rrs", "kseq", "optimal-iid", "rrsw", "optimal-wor", "greedy", "topk"):
                 r = at[(at.tree == tree) & (at.verifier == verifier)]
                 if r.empty or r.iloc[0].method != "exact":
                     continue  # per-depth acceptances come from the exact recursion only
