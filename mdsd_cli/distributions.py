@@ -156,12 +156,20 @@ def check_pair(p, q, *, renormalize: bool = False) -> tuple[np.ndarray, np.ndarr
     return P, Q, p_arr.ndim == 2
 
 
+#: The most drafts per step mdsd takes: far above any decoding step's, and the exact rates cost O(n)
+#: (``rrs`` at n = 10^9 would run for an hour).
+MAX_DRAFTS = 100_000
+
+
 def check_drafts(n) -> int:
-    """Validate a number of drafts ``n`` (an integer >= 1)."""
+    """Validate a number of drafts ``n`` (an integer, 1 to :data:`MAX_DRAFTS`)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise InputError(f"number of drafts must be an integer, got {n!r}")
     if n < 1:
         raise InputError(f"number of drafts must be >= 1, got {n}")
+    if n > MAX_DRAFTS:
+        raise InputError(f"number of drafts {n:,} is above the limit of {MAX_DRAFTS:,}; no decoding step drafts "
+                         "that many (and exact rates cost O(n))")
     return int(n)
 
 

@@ -770,3 +770,24 @@ def test_a_function_that_sets_numpy_errors_to_raise_does_not_crash_the_harness()
         np.seterr(**before)
     assert report.passed, report.details()
     assert np.geterr() == before
+
+
+def test_a_bool_is_not_a_token():
+    report = audit_verifier(lambda p, q, d, rng: bool(d[0] % 2), sampler="iid", n=2, cases=battery_cases(2)[:2],
+                            budget=800, seed=0)
+    assert report.errors and all("a bool, not a token id" in c.reason for c in report.errors)
+
+
+@pytest.mark.parametrize("ending", ["os._exit(0)", "os._exit(3)", "os.abort()"])
+def test_a_function_that_ends_the_process_is_its_cases_failure_not_a_silent_pass(tmp_path, ending):
+    """os._exit(0) inside the audited function once ended mdsd with exit code 0 and no output: a CI job read
+    that as "no loss detected". In a real process: exit code 1, the table, the case and the call named."""
+    (tmp_path / "dies.py").write_text("import os\n\n\ndef verify(p, q, drafts, rng):\n"
+                                      f"    if drafts[0] == 1:\n        {ending}\n    return int(drafts[0])\n")
+    done = subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'dies.py'}:verify", "-n", "2",
+                           "--budget", "4800", "--progress", "none"], capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    assert f"the function raised ProcessExit: called {ending}" in done.stderr
+    df = pd.read_csv(io.StringIO(done.stdout))
+    assert (df.status == "error").any() and "which would end the audit itself" in " ".join(df.reason.fillna(""))

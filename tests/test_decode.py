@@ -715,3 +715,19 @@ def test_a_custom_model_returning_the_wrong_logits_is_told_what_is_wrong(returne
     for target, draft in ((Fine(), Broken()), (Broken(), Fine())):
         with pytest.raises(InputError, match=re.escape(fragment)):
             run_decode(target, draft, [Prompt(0, (1, 2))], specs, max_new_tokens=4, seed=0)
+
+
+def test_library_arguments_of_the_wrong_kind_are_input_errors():
+    from mdsd_cli.errors import InputError
+
+    target, draft = small_pair()
+    for vocab_size in (0, -1, "x", True):
+        with pytest.raises(InputError, match="vocab_size must be an integer >= 1"):
+            plan_decode(["2x2"], ["rrs"], vocab_size=vocab_size)
+    specs, _ = plan_decode(["2x2"], ["rrs"], vocab_size=V_SMALL)
+    for seed in ("abc", -1, 1.5, pytest.importorskip("torch").Generator()):
+        with pytest.raises(InputError, match="seed must be an integer >= 0"):
+            run_decode(target, draft, [Prompt(0, (1, 2))], specs, max_new_tokens=3, seed=seed)
+    for tokens in (0, "x", 2.0):
+        with pytest.raises(InputError, match="max_new_tokens must be an integer >= 1"):
+            run_decode(target, draft, [Prompt(0, (1, 2))], specs, max_new_tokens=tokens)

@@ -240,3 +240,10 @@ def test_tuples_the_draft_law_cannot_produce_are_refused(name, drafts, fragment)
     for row in tuples:
         v.verify(row, rng=0)
     assert verify("rrs", p, q, [0, 0], rng=0) in range(4)  # iid drafts repeat: fine
+
+
+def test_an_absurd_number_of_drafts_is_refused_before_any_work():
+    with pytest.raises(InputError, match="number of drafts 1,000,000,000 is above the limit of 100,000"):
+        acceptance_rate("rrs", [0.3, 0.4, 0.3], [0.6, 0.3, 0.1], 10**9)
+    with pytest.raises(InputError, match="above the limit"):
+        optimal_acceptance([0.3, 0.4, 0.3], [0.6, 0.3, 0.1], 10**6)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
+import os
 
 import numpy as np
 
@@ -93,11 +95,39 @@ def replay(fn, case: AuditCase, drafts, *, seed: int, calls: int, dtype: str = "
     return np.bincount(parsed, minlength=p.size)
 
 
+class ProcessExit(BaseException):
+    """``os._exit(code)`` or ``os.abort()`` called by the audited function: turned into an exception so that
+    the function's death is its case's failure, not the end of the audit with exit code 0 and no report."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+
+
+@contextlib.contextmanager
+def _no_process_exit():
+    """While the audited function runs, ``os._exit`` and ``os.abort`` raise :class:`ProcessExit` instead."""
+    saved_exit, saved_abort = os._exit, os.abort
+
+    def _exit(code=0):
+        raise ProcessExit(f"called os._exit({code!r}), which would end the audit itself")
+
+    def _abort():
+        raise ProcessExit("called os.abort(), which would end the audit itself")
+
+    os._exit, os.abort = _exit, _abort
+    try:
+        yield
+    finally:
+        os._exit, os.abort = saved_exit, saved_abort
+
+
 class _BadOutput(Exception):
     """The function returned something that is not a token (or an inconsistent index)."""
 
 
 def _token(x) -> int:
+    if isinstance(x, (bool, np.bool_)):
+        raise _BadOutput(f"returned {x!r}, a bool, not a token id (an integer)")
     try:
         return operator.index(x)
     except TypeError:
@@ -210,7 +240,7 @@ class CaseRun:
         acceptance = 0.0
         for t, row in enumerate(tuples):
             try:
-                with np.errstate():
+                with np.errstate(), _no_process_exit():
                     values = np.asarray(law(self.seen_p, self.seen_q, row), dtype=np.float64)
             except KeyboardInterrupt:
                 raise
@@ -401,7 +431,8 @@ class CaseRun:
         results: list = []
         append = results.append
         try:
-            with np.errstate():  # the function may change numpy's error handling (np.seterr): not for the harness
+            # the function may change numpy's error handling (np.seterr): not for the harness; nor end the process
+            with np.errstate(), _no_process_exit():
                 for t in order:
                     append(fn(p, q, rows[t], rngs[t]))
         except KeyboardInterrupt:
@@ -415,7 +446,7 @@ class CaseRun:
         results: list = []
         append = results.append
         try:
-            with np.errstate():
+            with np.errstate(), _no_process_exit():
                 for row in rows:
                     append(fn(p, q, row, rng))
         except KeyboardInterrupt:

@@ -126,6 +126,8 @@ def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence
 
     Returns ``(specs, skipped)`` — ``skipped`` is a list of messages.
     """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise InputError(f"vocab_size must be an integer >= 1 (the models' V), got {vocab_size!r}")
     shapes = [t if isinstance(t, TreeShape) else parse_tree(t) for t in trees]
     if not shapes:
         raise InputError("no tree given; pass --tree (e.g. --tree 2x4)")
@@ -391,8 +393,11 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
     verification times then no longer measure one set-up per node.
     ``progress(k)`` is called as units finish.
     """
-    if int(max_new_tokens) < 1:
-        raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be an integer >= 0 (each configuration and prompt gets its own stream from it), "
+                         f"got {seed!r}")
     if target.vocab_size != draft.vocab_size:
         raise InputError(f"the target's vocabulary ({target.vocab_size:,}) differs from the draft's "
                          f"({draft.vocab_size:,}); both models must share one vocabulary")
