@@ -166,3 +166,11 @@ def test_library_refuses_an_empty_grid_and_a_negative_seed(pairs):
         design_search(pairs, 2, families=["temperature"], grid={"temperature": []})
     with pytest.raises(InputError, match="split seed must be an integer >= 0"):
         design_search(pairs, 2, families=["hybrid"], rng=-1)
+
+
+def test_cli_says_when_n_exceeds_what_the_draft_can_draft():
+    result = runner.invoke(app, ["design", "--synthetic", "dirichlet", "--vocab", "5", "--pairs", "4", "-n", "8",
+                                 "--family", "temperature", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "n = 8 exceeds the 5 tokens of positive draft mass in all 4 pairs: wor drafts all of them" in \
+        " ".join(result.stderr.split())

@@ -9,7 +9,7 @@ import typer
 
 from ..io import build_manifest, check_output_path
 from .console import emit_table, show_progress
-from .data import resolve_pairs, synthetic_config
+from .data import resolve_pairs, synthetic_config, warn_few_tokens
 from .options import (
     COMPUTE_PANEL,
     ConcentrationOpt,
@@ -115,6 +115,8 @@ def design(
                          renormalize=renormalize, pair_range=pair_range, ctx=ctx)
     if base.temperature != 1.0 and temps != [base.temperature]:
         base = base.at_temperature(1.0)
+    if base.temperature == 1.0:  # the plain laws at T = 1: say where n exceeds what q can draft
+        warn_few_tokens(base, 1.0, [(s, n) for s in bases for n in ns])
     with show_progress("design", len(temps) * len(ns), mode=progress, quiet=quiet) as advance:
         df = design_search(base, ns, families=families, grid=grids, samplers=bases, temperatures=temps,
                            rng=split_seed, verify=verify, progress=advance)
