@@ -283,6 +283,7 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
         for family, x, spec, base in rows:
             a = alphas[spec]
             mean, _, low, high = mean_interval(a)
+            low, high = max(low, 0.0), min(high, 1.0)  # a mean of probabilities: the t interval can leave [0, 1]
             out.append({"temperature": T, "n": nn, "family": family, "parameter": x, "sampler": spec,
                         "base": base, "pairs": a.size, "alpha_star": mean, "ci95_low": low, "ci95_high": high,
                         "gain_vs_wor": float((a - wor).mean()), "gain_vs_iid": float((a - iid).mean()),

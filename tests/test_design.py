@@ -1,6 +1,8 @@
 """`mdsd design` and design_search: identity rows equal the plain bound, batched grids equal one-by-one
 solves, the honest split, and one-line errors for bad specs and grids."""
 
+import io
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -174,3 +176,9 @@ def test_cli_says_when_n_exceeds_what_the_draft_can_draft():
     assert result.exit_code == 0, result.output
     assert "n = 8 exceeds the 5 tokens of positive draft mass in all 4 pairs: wor drafts all of them" in \
         " ".join(result.stderr.split())
+    import pandas as pd  # with 4 pairs the t interval of a mean alpha* near 1 once reached 1.12
+
+    result = runner.invoke(app, ["design", "--synthetic", "dirichlet", "--vocab", "5", "--pairs", "4", "-n", "8",
+                                 "--family", "temperature", "-q", "-f", "csv"])
+    df = pd.read_csv(io.StringIO(result.stdout))
+    assert (df.ci95_low >= 0).all() and (df.ci95_high <= 1).all() and (df.ci95_high > df.alpha_star).any()
