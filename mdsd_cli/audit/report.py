@@ -252,7 +252,7 @@ class AuditReport:
                         + f"; {self.calls:,} calls found nothing either" + rounding)
             head = (f"proven lossless on {proven} of {total} cases by the exact law; on the other {total - proven} "
                     if proven else "")
-            return (head + f"no loss of losslessness detected in {total - proven if proven else total} cases "
+            return (head + f"no loss of losslessness detected in {total - proven} cases "
                     f"({self.calls:,} calls, family-wise alpha {self.alpha:g}); a test cannot prove a function "
                     "lossless" + rounding)
         parts = []

@@ -99,9 +99,6 @@ class ProcessExit(BaseException):
     """``os._exit(code)`` or ``os.abort()`` called by the audited function: turned into an exception so that
     the function's death is its case's failure, not the end of the audit with exit code 0 and no report."""
 
-    def __init__(self, what: str):
-        super().__init__(what)
-
 
 @contextlib.contextmanager
 def _no_process_exit():

@@ -211,8 +211,7 @@ def _registered_verifiers(values):
 
 VerifierOpt = Annotated[list[str] | None, typer.Option(
     "--verifier", "-v", help="Verifier(s): nss, rrs, rrsw, kseq, hub, greedy, otm, optimal-iid, optimal-wor, topk, "
-    "or "
-    "'all'. Repeat for several. (default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL,
+    "or 'all'. Repeat for several. (default: all)", callback=_registered_verifiers, rich_help_panel=VERIFY_PANEL,
     metavar="NAME")]
 MethodOpt = Annotated[str, typer.Option(
     "--method", help="exact (closed form, or enumeration of draft tuples for small V), monte-carlo "

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, SizeLimitError
-from ..samplers import get_sampler
+from ..samplers import DISTINCT_KINDS, get_sampler
 from ..verifiers import get_verifier
 from ..verifiers.base import sample_from_law
 from .engine import DecodeSpec
@@ -224,7 +224,7 @@ def recursive_tau(P: ConditionalLaws, Q: ConditionalLaws, shape: TreeShape, samp
     t0 = time.perf_counter()
     cls = get_verifier(verifier)
     spec = get_sampler(sampler)
-    slots = _Slots(shape, spec.kind in ("wor", "greedy", "hub", "topk"))
+    slots = _Slots(shape, spec.kind in DISTINCT_KINDS)
     memo = {} if memo is None else memo
     force_sampled = bool(memo.pop("force-sampled", False))  # every node's law from sampled tuples (checks)
     rng = np.random.default_rng(0) if rng is None else rng
@@ -475,7 +475,7 @@ def check_exact(spec: DecodeSpec, vocab_size: int) -> str | None:
     rng = np.random.default_rng(0)
     p = rng.dirichlet(np.ones(vocab_size))
     q = rng.dirichlet(np.ones(vocab_size))
-    slots = _Slots(spec.tree, get_sampler(spec.sampler).kind in ("wor", "greedy", "hub", "topk"))
+    slots = _Slots(spec.tree, get_sampler(spec.sampler).kind in DISTINCT_KINDS)
     seen = set()
     cls = get_verifier(spec.verifier)
     nodes = range(len(spec.tree.children)) if spec.tree.kind == "static" else \

@@ -121,9 +121,7 @@ def walk_per_node(tree: DraftTree, target_logits: np.ndarray, temperature: float
         y = int(verifier.sample(drafts[None, :], rng)[0])
         out.append(y)
         matches = [c for c in children if tree.tokens[c] == y]
-        nxt = None
-        if matches:
-            nxt = matches[0]
+        nxt = matches[0] if matches else None
         seconds += time.perf_counter() - t0
         visit = Visit(u, tree.depth[u], tree.n[u], drafts, p, tree.q[u], y, nxt is not None)
         if conditional_acceptance:

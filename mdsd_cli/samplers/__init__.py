@@ -15,6 +15,7 @@ import numpy as np
 from ..distributions import _check_rows, _to_numpy, as_array, as_rng
 from ..errors import InputError, unknown_choice
 from .laws import (
+    DISTINCT_KINDS,
     MAX_TUPLES,
     TINY_MASS,
     DraftSampler,
@@ -40,7 +41,7 @@ from .parametric import (
 )
 
 __all__ = [
-    "MAX_TUPLES", "SAMPLERS", "TINY_MASS", "DraftSampler", "DraftSetLaw", "GreedySampler", "HubSampler",
+    "DISTINCT_KINDS", "MAX_TUPLES", "SAMPLERS", "TINY_MASS", "DraftSampler", "DraftSetLaw", "GreedySampler", "HubSampler",
     "HybridSampler", "IIDSampler", "TopKSampler", "TransformedSampler", "WORSampler", "draft_set_law", "draft_tuple_law",
     "get_sampler", "hit_probability", "hit_probability_chain", "last_positive", "packed_ratio_order",
     "ratio_order", "sample_drafts", "sampler_names", "set_law_from_tuples", "top_tokens", "truncate_top_k",

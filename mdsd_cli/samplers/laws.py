@@ -172,6 +172,10 @@ def set_law_from_tuples(tuples: np.ndarray, prob: np.ndarray) -> DraftSetLaw:
     return DraftSetLaw(members=keys[:, :width], prob=merged[keep])
 
 
+#: Kinds of draft law that never repeat a token within a tuple (all but iid).
+DISTINCT_KINDS = frozenset({"wor", "greedy", "hub", "topk", "hybrid"})
+
+
 class DraftSampler:
     """Base class of the draft samplers; subclasses implement the law.
 
@@ -294,7 +298,7 @@ class IIDSampler(DraftSampler):
         m = support.size
         index = np.arange(m ** n, dtype=np.int64)  # at most max_tuples: the digits below fit int64
         # mixed radix, first draft most significant (the order numpy.meshgrid's "ij" gives, without its 32-axis cap)
-        digits = np.stack([(index // m ** (n - 1 - j)) % m for j in range(n)], axis=1) if n else index[:, None]
+        digits = np.stack([(index // m ** (n - 1 - j)) % m for j in range(n)], axis=1)
         tuples = support[digits].astype(np.int64)
         return tuples, np.prod(q[tuples], axis=1)
 
@@ -462,15 +466,17 @@ class TopKSampler(GreedySampler):
         top = self.top_set(q, n)
         return np.broadcast_to(top, (size, top.size)).astype(np.int64)
 
-    def hit_probability_chain(self, q, n, order):
+    def _is_top(self, q, n) -> np.ndarray:
         is_top = np.zeros(q.size, dtype=bool)
         is_top[self.top_set(q, n)] = True
-        return np.concatenate(([False], np.logical_or.accumulate(is_top[order]))).astype(np.float64)
+        return is_top
+
+    def hit_probability_chain(self, q, n, order):
+        return np.concatenate(([False], np.logical_or.accumulate(self._is_top(q, n)[order]))).astype(np.float64)
 
     def closed_form(self, p, q, n):
         """``alpha* = p(T)``; the minimising set is every token outside T that p gives mass."""
-        is_top = np.zeros(q.size, dtype=bool)
-        is_top[self.top_set(q, n)] = True
+        is_top = self._is_top(q, n)
         return float(p[is_top].sum()), np.flatnonzero(~is_top & (p > 0))
 
     def estimate_tuples(self, q, n):

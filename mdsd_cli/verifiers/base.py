@@ -29,7 +29,7 @@ import numpy as np
 
 from ..distributions import as_array, as_rng
 from ..errors import InputError
-from ..samplers import _cdf_draw, get_sampler
+from ..samplers import DISTINCT_KINDS, _cdf_draw, get_sampler
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class PreparedVerifier:
         """Refuse tuples the draft law never produces: a verifier is lossless for its law's tuples only (rrsw given
         a repeated iid draft, greedy given drafts that are not q's top tokens, would be silently lossy)."""
         kind = self.draft_sampler.kind
-        if kind == "iid" or not d.size:
+        if kind not in DISTINCT_KINDS or not d.size:
             return
         ordered = np.sort(d, axis=1)
         repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
@@ -297,8 +297,3 @@ class PreparedVerifier:
         drafts = np.atleast_2d(drafts)
         laws = self.output_laws(drafts)
         return np.take_along_axis(laws, drafts, axis=1)
-
-    @property
-    def distinct_drafts(self) -> bool:
-        """Whether the draft law never repeats a token (wor, greedy, hub, topk)."""
-        return self.draft_sampler.kind in ("wor", "greedy", "hub", "topk")

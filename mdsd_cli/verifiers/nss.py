@@ -82,4 +82,3 @@ class TopK(NSS):
     description = "target sampling on the deterministic top-k drafts (EAGLE-2/3, Medusa); reaches α*_topk = p(top k)"
     default_sampler = "topk"
     samplers = ("topk",)
-
