@@ -53,6 +53,8 @@ DEFAULT_GRIDS: dict[str, tuple[float, ...] | None] = {
 }
 #: The plain samplers every search reports beside the families (the gains are against wor and iid).
 BASELINES = ("iid", "wor", "greedy")
+#: Values a --grid may take (start:stop:step beyond this is refused with its count).
+MAX_GRID = 10_000
 #: Rows of transformed q stacked into one batched iid chain call.
 STACK_ENTRIES = 1 << 23
 
@@ -95,14 +97,16 @@ def parse_grid(text: str) -> tuple[str, tuple[float, ...]]:
             if not (step > 0 and stop >= start and math.isfinite(stop - start)):
                 raise ValueError
             count = int(math.floor((stop - start) / step + 1e-9)) + 1
-            if count > 10_000:
-                raise InputError(f"grid {text!r} has {count:,} values (at most 10,000); use a larger step")
-            grid = tuple(round(start + step * i, 10) for i in range(count))
+            grid = None
         else:
             grid = tuple(float(v) for v in values.split(","))
     except ValueError:
         raise InputError(f"grid {text!r}: values must be start:stop:step with step > 0 and stop >= start, "
                          f"or a comma-separated list; {example}") from None
+    if grid is None:  # outside the try: this message is not the syntax error's
+        if count > MAX_GRID:
+            raise InputError(f"grid {text!r} has {count:,} values (at most {MAX_GRID:,}); use a larger step")
+        grid = tuple(round(start + step * i, 10) for i in range(count))
     return family, grid
 
 

@@ -181,29 +181,147 @@ def write_table(df, path, *, fmt: str | None = None, manifest: dict | None = Non
     """Write a pandas DataFrame as CSV or Parquet, atomically.
 
     The manifest goes into the Parquet key-value metadata (key ``mdsd``) or, for
-    CSV, into ``<path>.manifest.json`` next to it.
+    CSV, into ``<path>.manifest.json`` next to it (a set of one: see :class:`OutputSet`).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    kind = table_format(path, fmt)
-    out = check_output_path(path)
-    if kind == "parquet":
-        table = pa.Table.from_pandas(df, preserve_index=False)
-        if manifest is not None:
-            meta = dict(table.schema.metadata or {})
-            meta[b"mdsd"] = json.dumps(manifest).encode()
-            table = table.replace_schema_metadata(meta)
-        with atomic_path(out) as tmp:
-            pq.write_table(table, tmp)
-    else:
-        with contextlib.ExitStack() as both:  # the table and its manifest are replaced together or not at all
-            tmp = both.enter_context(atomic_path(out))
-            df.to_csv(tmp, index=False, float_format="%.12g")
-            if manifest is not None:
-                _write_text(both.enter_context(atomic_path(f"{out}.manifest.json")),
-                            json.dumps(manifest, indent=2) + "\n")
+    outputs = OutputSet(manifest)
+    out = outputs.table(df, path, fmt=fmt)
+    outputs.write()
     return out
+
+
+class OutputSet:
+    """The output files of one run, written so that a reader can tell a complete set from a mixed one.
+
+    Every file is written in full to a temporary file beside its destination first; then the
+    data files are renamed into place, and the CSV tables' manifests (``<path>.manifest.json``)
+    last. With a manifest, every manifest of the set (the side-car files and the one embedded in
+    each Parquet table) carries the run's id ``run_id`` and lists the set under ``outputs``: each
+    file's name and, for files that cannot carry the id (CSV tables, text), its SHA-256. A kill
+    between two renames leaves some new files beside old ones; :func:`check_output_set` tells
+    which. A failure before the renames leaves every existing file untouched.
+    """
+
+    def __init__(self, manifest: dict | None = None):
+        import uuid
+
+        self.manifest = manifest
+        self.run_id = uuid.uuid4().hex
+        self.items: list[tuple[str, Path, object]] = []
+
+    def _add(self, kind: str, path, payload) -> Path:
+        out = check_output_path(path)
+        if any(os.path.abspath(p) == os.path.abspath(out) for _, p, _ in self.items):
+            raise InputError(f"two outputs of one run both write {out}; give each its own file")
+        self.items.append((kind, out, payload))
+        return out
+
+    def table(self, df, path, *, fmt: str | None = None) -> Path:
+        """Add a table, written as CSV or Parquet (from ``fmt`` or the extension)."""
+        return self._add(table_format(path, fmt), path, df)
+
+    def text(self, path, text: str) -> Path:
+        """Add a text file (UTF-8)."""
+        return self._add("text", path, text)
+
+    def _manifest(self, hashes: dict) -> dict | None:
+        if self.manifest is None:
+            return None
+        outputs = [{"file": p.name, "kind": kind, **({"sha256": hashes[p]} if p in hashes else {})}
+                   for kind, p, _ in self.items]
+        return {**self.manifest, "run_id": self.run_id, "outputs": outputs}
+
+    def write(self) -> list[Path]:
+        """Write every file of the set (see the class docstring); the paths written, in order added."""
+        import hashlib
+
+        if not self.items:
+            return []
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with contextlib.ExitStack() as stack:
+            temps: dict[Path, Path] = {}
+            # an ExitStack renames in reverse order of entry: the manifests are entered first, to land last
+            csv_tables = [(p, df) for kind, p, df in self.items if kind == "csv"]
+            if self.manifest is not None:
+                sidecars = {p: stack.enter_context(atomic_path(f"{p}.manifest.json")) for p, _ in csv_tables}
+            for _, p, _ in self.items:
+                temps[p] = stack.enter_context(atomic_path(p))
+            hashes = {}
+            for kind, p, payload in self.items:  # files that cannot carry the run's id: hashed
+                if kind == "csv":
+                    payload.to_csv(temps[p], index=False, float_format="%.12g")
+                elif kind == "text":
+                    _write_text(temps[p], payload)
+                else:
+                    continue
+                hashes[p] = hashlib.sha256(temps[p].read_bytes()).hexdigest()
+            manifest = self._manifest(hashes)
+            for kind, p, payload in self.items:
+                if kind == "parquet":
+                    table = pa.Table.from_pandas(payload, preserve_index=False)
+                    if manifest is not None:
+                        meta = dict(table.schema.metadata or {})
+                        meta[b"mdsd"] = json.dumps(manifest).encode()
+                        table = table.replace_schema_metadata(meta)
+                    pq.write_table(table, temps[p])
+            if manifest is not None:
+                for p, _ in csv_tables:
+                    _write_text(sidecars[p], json.dumps(manifest, indent=2) + "\n")
+        return [p for _, p, _ in self.items]
+
+
+def read_manifest(path) -> dict:
+    """The manifest of an output table: embedded (Parquet) or its ``.manifest.json`` side-car (CSV)."""
+    path = Path(path)
+    try:
+        if table_format(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            meta = pq.read_schema(path).metadata or {}
+            if b"mdsd" not in meta:
+                raise DataFileError(f"{path} carries no mdsd manifest")
+            return json.loads(meta[b"mdsd"])
+        return json.loads(Path(f"{path}.manifest.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise DataFileError(f"cannot read the manifest of {path}: {exc.filename} does not exist") from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, MdsdError):
+            raise
+        raise DataFileError(f"cannot read the manifest of {path}: {_first_line(exc)}") from None
+
+
+def check_output_set(path) -> list[str]:
+    """Whether the output set ``path`` belongs to is whole: one line per file that is not of its run.
+
+    Reads the manifest of ``path`` (see :class:`OutputSet`) and checks each file it lists, in
+    ``path``'s directory: a Parquet table must carry the same ``run_id``, a CSV table's side-car
+    manifest too, and every hashed file must have its SHA-256. An empty list: the set is whole.
+    """
+    import hashlib
+
+    path = Path(path)
+    manifest = read_manifest(path)
+    run_id = manifest.get("run_id")
+    if run_id is None:
+        return [f"{path}: its manifest has no run_id (written before output sets had one)"]
+    problems = []
+    for entry in manifest.get("outputs", []):
+        other = path.parent / entry["file"]
+        if not other.exists():
+            problems.append(f"{other}: missing")
+            continue
+        if "sha256" in entry and hashlib.sha256(other.read_bytes()).hexdigest() != entry["sha256"]:
+            problems.append(f"{other}: not what run {run_id} wrote (its contents differ)")
+        elif entry.get("kind") in ("csv", "parquet"):
+            try:
+                theirs = read_manifest(other).get("run_id")
+            except DataFileError as exc:
+                problems.append(str(exc))
+                continue
+            if theirs != run_id:
+                problems.append(f"{other}: its manifest is of run {theirs}, not {run_id}")
+    return problems
 
 
 # --- pair files ---------------------------------------------------------------------------
@@ -427,5 +545,6 @@ def save_pairs(pairs: PairBatch, path) -> Path:
 
 __all__ = [
     "PAIR_SUFFIXES", "TABLE_FORMATS", "atomic_path", "atomic_write_text", "build_manifest",
-    "check_output_path", "is_temporary", "load_pairs", "save_pairs", "table_format", "write_table",
+    "OutputSet", "check_output_path", "check_output_set", "is_temporary", "load_pairs", "read_manifest",
+    "save_pairs", "table_format", "write_table",
 ]

@@ -287,3 +287,15 @@ def test_check_lossless_catches_a_wrong_verifier(monkeypatch):
     assert not df[df.verifier == "broken-rrs"].passed.any()
     assert df[df.verifier == "rrs"].passed.all()
     assert "FAILED" in result.stderr and "broken-rrs" in result.stderr
+
+
+def test_a_table_named_txt_is_csv_and_says_so(tmp_path):
+    """Issue 26, item 10: ``-o x.txt`` is written as CSV with a warning naming the file (it was silent);
+    ``--format csv`` says so on purpose, and ``.csv`` needs no word."""
+    result = run("bound", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "-n", "2", "-o", tmp_path / "x.txt")
+    assert result.exit_code == 0
+    assert "x.txt is written as CSV" in result.stderr and ".parquet for Parquet" in result.stderr
+    assert list(pd.read_csv(tmp_path / "x.txt").pair) == [0, 1]
+    for args in (["-o", tmp_path / "y.txt", "--format", "csv"], ["-o", tmp_path / "z.csv"]):
+        result = run("bound", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "-n", "2", *args)
+        assert result.exit_code == 0 and "written as CSV" not in result.stderr

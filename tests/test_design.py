@@ -88,7 +88,9 @@ def test_grid_syntax():
     assert parse_grid("top_k=4,8") == ("top-k", (4.0, 8.0))
     for bad, message in [("temperature", "is not family=values"), ("beam=1,2", "unknown design family 'beam'"),
                          ("temperature=1:0.5:0.1", "step > 0 and stop >= start"),
-                         ("top-p=a,b", "comma-separated")]:
+                         ("top-p=a,b", "comma-separated"),
+                         # its own message, not the syntax error's (issue 26: it was hidden)
+                         ("temperature=0.001:1000:0.0001", "has 9,999,991 values \\(at most 10,000\\)")]:
         with pytest.raises(InputError, match=message):
             parse_grid(bad)
 

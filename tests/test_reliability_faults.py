@@ -365,3 +365,48 @@ def test_a_real_full_filesystem(tmp_path):
         assert table.read_bytes() == kept
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+KILL_AFTER_RENAMES = """
+import os, sys
+real, done, kill_after = os.replace, [0], int(sys.argv[1])
+def replace(src, dst):
+    if done[0] == kill_after:
+        os._exit(9)  # a hard kill between two renames of one output set
+    done[0] += 1
+    real(src, dst)
+os.replace = replace
+sys.argv = ["mdsd", *sys.argv[2:]]
+from mdsd_cli.cli.app import main
+main()
+"""
+OUTPUT_SET = ("s.csv", "st.parquet", "pp.csv", "t.jsonl")
+
+
+def test_a_kill_between_renames_leaves_a_set_a_reader_can_tell_is_mixed(tmp_path):
+    """Issue 26, item 7: decode's outputs are written as one set (data files first, the CSV manifests last,
+    the run's id in every manifest, the hashes of the files that cannot carry it); a kill after k of the
+    set's 6 renames (4 files, then 2 manifests) leaves a mixture that every file's manifest exposes."""
+    from mdsd_cli.io import check_output_set
+
+    def decode(seed, kill_after):
+        args = ["decode", "--models", "synthetic", "--vocab", "40", "--tree", "2x2", "--max-new-tokens", "6",
+                "--prompts", "2", "--seed", seed, "--no-timing", "-o", "s.csv", "--steps", "st.parquet",
+                "--per-prompt", "pp.csv", "--text", "t.jsonl"]
+        return subprocess.run([sys.executable, "-c", KILL_AFTER_RENAMES, str(kill_after), *map(str, args)],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+
+    assert decode(0, -1).returncode == 0
+    assert all(check_output_set(tmp_path / f) == [] for f in ("s.csv", "st.parquet", "pp.csv"))
+    for seed, kill_after in [(1, 1), (2, 3), (3, 4), (4, 5)]:
+        before = {f: (tmp_path / f).read_bytes() for f in OUTPUT_SET}
+        assert decode(seed, kill_after).returncode == 9
+        changed = [f for f in OUTPUT_SET if (tmp_path / f).read_bytes() != before[f]]
+        assert len(changed) == min(kill_after, len(OUTPUT_SET))  # the data files land first
+        for f in ("s.csv", "st.parquet", "pp.csv"):  # from any file of the set, the mixture shows
+            problems = check_output_set(tmp_path / f)
+            assert problems, (kill_after, f)
+        known = {*OUTPUT_SET, "s.csv.manifest.json", "pp.csv.manifest.json"}
+        assert all(p.name in known or is_temporary(p) for p in tmp_path.iterdir())  # the kill's leftovers: hidden
+    assert decode(5, -1).returncode == 0  # a whole rerun makes a whole set again
+    assert all(check_output_set(tmp_path / f) == [] for f in ("s.csv", "st.parquet", "pp.csv"))

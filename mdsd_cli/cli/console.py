@@ -21,7 +21,6 @@ from rich.progress import (
 from rich.progress import Progress as Progress_
 
 from ..errors import InputError
-from ..io import write_table
 
 
 def err_console() -> Console:
@@ -162,18 +161,32 @@ def _logged(handle: Progress, description: str, console):
             console.print(handle.line(description), markup=False)
 
 
-def emit_table(df, *, out=None, fmt: str | None = None, manifest: dict | None = None,
-               quiet: bool = False) -> None:
+def emit_table(df, *, out=None, fmt: str | None = None, manifest: dict | None = None, quiet: bool = False,
+               also=None, wrote: tuple[str, ...] = ()) -> None:
     """Write a result table to ``out`` (atomically) or to stdout.
 
     stdout formats: csv (default), json (one record per line), table (aligned text).
+    ``also``: an :class:`~mdsd_cli.io.OutputSet` of the run's other files, written with ``out``
+    as one set (its manifest is then the set's); ``wrote`` says what they hold, one line each.
     """
+    from ..io import OutputSet
+
     fmt = fmt.value if hasattr(fmt, "value") else fmt
+    outputs = also if also is not None else OutputSet(manifest)
+    summary = None
     if out is not None:
         if fmt in ("json", "table"):
             raise InputError(f"--format {fmt} writes to stdout only; use csv or parquet with --out")
-        path = write_table(df, out, fmt=fmt, manifest=manifest)
-        info(f"wrote {len(df)} row{'' if len(df) == 1 else 's'} to {path}", quiet=quiet)
+        summary = outputs.table(df, out, fmt=fmt)
+    for kind, path, _ in outputs.items:
+        if kind == "csv" and path.suffix.lower() != ".csv" and not (fmt and path == summary):
+            warn(f"{path} is written as CSV (its name ends in {path.suffix or 'no extension'}; name it .csv, "
+                 f"or .parquet for Parquet)")
+    outputs.write()
+    for line in wrote:
+        info(line, quiet=quiet)
+    if out is not None:
+        info(f"wrote {len(df)} row{'' if len(df) == 1 else 's'} to {out}", quiet=quiet)
         return
     if fmt == "parquet":
         raise InputError("--format parquet needs --out FILE.parquet (binary data is not written to stdout)")

@@ -9,8 +9,8 @@ from pathlib import Path
 import typer
 
 from ..errors import DataFileError, InputError
-from ..io import atomic_write_text, build_manifest, check_output_path, write_table
-from .console import emit_table, info, show_progress, status, warn
+from ..io import OutputSet, build_manifest, check_output_path
+from .console import emit_table, show_progress, status, warn
 from .decode_expected import EXPECTED_PANEL
 from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
 
@@ -428,21 +428,21 @@ def decode(
         "trees": {s.tree.label: s.tree.describe() for s in specs if not s.plain},
         "skipped": skipped,
     }, models=pair.metadata, seconds=round(run.seconds, 3))
+    outputs, wrote = OutputSet(manifest), []
     if steps is not None:
-        write_table(steps_table(run, timing=not no_timing), steps, manifest=manifest)
-        info(f"wrote per-step rows to {steps}", quiet=quiet)
+        outputs.table(steps_table(run, timing=not no_timing), steps)
+        wrote.append(f"wrote per-step rows to {steps}")
     if per_prompt is not None:
-        write_table(prompts_table(run), per_prompt, manifest=manifest)
-        info(f"wrote per-prompt rows to {per_prompt}", quiet=quiet)
+        outputs.table(prompts_table(run), per_prompt)
+        wrote.append(f"wrote per-prompt rows to {per_prompt}")
     if text is not None:
-        atomic_write_text(text, "".join(json.dumps(r) + "\n" for r in text_records(run, pair.target)))
-        info(f"wrote generated text to {text}", quiet=quiet)
+        outputs.text(text, "".join(json.dumps(r) + "\n" for r in text_records(run, pair.target)))
+        wrote.append(f"wrote generated text to {text}")
     if timings is not None and not no_timing:
-        write_table(timings_table(summary), timings, manifest=manifest)
+        outputs.table(timings_table(summary), timings)
         summary = summary.drop(columns=[c for c in timings_table(summary).columns
                                         if c not in ("tree", "sampler", "verifier", "temperature")])
-        info(f"wrote wall times to {timings}", quiet=quiet)
-    emit_table(summary, out=out, fmt=fmt, manifest=manifest, quiet=quiet)
-
+        wrote.append(f"wrote wall times to {timings}")
+    emit_table(summary, out=out, fmt=fmt, quiet=quiet, also=outputs, wrote=tuple(wrote))
 
 __all__ = ["decode", "read_config"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from ..io import build_manifest, write_table
+from ..io import OutputSet, build_manifest
 from .console import emit_table, info, show_progress, warn
 
 EXPECTED_PANEL = "Expected tokens per call (--expected)"
@@ -77,13 +77,14 @@ def run_expected_command(settings: dict, pair, specs, prompt_list, *, options, c
         "replicates": options.replicates, "draft_samples": options.draft_samples, "repeats": options.repeats,
         "contexts_per_prompt": contexts_per_prompt, "contexts": len(contexts), "executor": executor,
         "compare": list(compare)}, models=pair.metadata, seconds=round(run.seconds, 3))
+    outputs, wrote = OutputSet(manifest), []
     if per_context is not None:
-        write_table(per_context_table(run), per_context, manifest=manifest)
-        info(f"wrote per-context rows to {per_context}", quiet=quiet)
+        outputs.table(per_context_table(run), per_context)
+        wrote.append(f"wrote per-context rows to {per_context}")
     if table is not None:
         if comparisons is not None:
-            write_table(table, comparisons, manifest=manifest)
-            info(f"wrote {len(table)} paired differences to {comparisons}", quiet=quiet)
+            outputs.table(table, comparisons)
+            wrote.append(f"wrote {len(table)} paired differences to {comparisons}")
         elif not quiet:
             cols = ["comparison", "temperature", "left", "difference", "difference_low", "difference_high", "t"]
             info("paired differences (95%, over prompts):\n" + table[cols].to_string(index=False))
@@ -94,7 +95,7 @@ def run_expected_command(settings: dict, pair, specs, prompt_list, *, options, c
                  f"(per-context standard error {row.mc_stderr:.3g})")
     if summary.empty:
         warn("no configuration produced a value")
-    emit_table(summary, out=out, fmt=fmt, manifest=manifest, quiet=quiet)
+    emit_table(summary, out=out, fmt=fmt, quiet=quiet, also=outputs, wrote=tuple(wrote))
 
 
 __all__ = ["EXPECTED_PANEL", "PairLoader", "run_expected_command"]
