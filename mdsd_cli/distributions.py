@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -331,16 +332,85 @@ def physical_memory() -> int | None:
         return None
 
 
-def check_memory(need: float, what: str, remedy: str) -> None:
-    """Refuse (before allocating) work that needs more than 80% of physical memory.
+def _cgroup_limit() -> int | None:
+    """The memory limit of this process's cgroup (v2 ``memory.max``, or v1), or None when there is none."""
+    candidates = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":  # v2
+                candidates.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.max")
+            elif "memory" in controllers.split(","):  # v1
+                candidates.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.limit_in_bytes")
+    except (OSError, ValueError):
+        pass
+    candidates += [Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")]
+    for path in candidates:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # "max" or v1's huge number: no limit
+            return int(text)
+        return None
+    return None
 
-    ``need`` is in bytes; the message reads ``"<what> would need about X GiB ...; <remedy>"``.
-    """
+
+def _address_space_left() -> int | None:
+    """Bytes this process may still map under ``ulimit -v`` (RLIMIT_AS) or RLIMIT_DATA, or None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - non-POSIX
+        return None
+    limits = []
+    for kind in ("RLIMIT_AS", "RLIMIT_DATA"):
+        soft, _ = resource.getrlimit(getattr(resource, kind, resource.RLIMIT_AS))
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    if not limits:
+        return None
+    used = 0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, min(limits) - used)
+
+
+def memory_limits() -> list[tuple[str, float, bool]]:
+    """What bounds the memory mdsd may use: ``(description, bytes, per_process)`` for physical memory, a
+    cgroup limit (containers, CI), and ``ulimit -v`` (what this process may still map)."""
+    limits = []
     total = physical_memory()
-    if total is not None and need > 0.8 * total:
-        raise SizeLimitError(
-            f"{what} would need about {need / 2**30:.1f} GiB (this machine has {total / 2**30:.1f} GiB); {remedy}"
-        )
+    if total is not None:
+        limits.append(("this machine has", float(total), False))
+    cgroup = _cgroup_limit()
+    if cgroup is not None and (total is None or cgroup < total):
+        limits.append(("the cgroup memory limit is", float(cgroup), False))
+    left = _address_space_left()
+    if left is not None:
+        limits.append(("ulimit -v leaves this process", float(left), True))
+    return limits
+
+
+def check_memory(need: float, what: str, remedy: str, *, processes: int = 1) -> None:
+    """Refuse (before allocating) work that needs more than 80% of the memory it may use.
+
+    ``need`` is the peak of one process, in bytes; ``processes`` of them run at once (``--jobs``).
+    The limits are physical memory, a cgroup limit (containers) and ``ulimit -v`` (per process):
+    see :func:`memory_limits`. The message reads ``"<what> would need about X GiB ...; <remedy>"``.
+    """
+    processes = max(1, int(processes))
+    for description, limit, per_process in memory_limits():
+        total = need if per_process else need * processes
+        if total > 0.8 * limit:
+            each = f" ({processes} processes at {need / 2**30:.1f} GiB each)" if processes > 1 and not per_process \
+                else ""
+            fewer = "; or fewer --jobs" if processes > 1 and not per_process else ""
+            raise SizeLimitError(f"{what} would need about {total / 2**30:.1f} GiB{each} ({description} "
+                                 f"{limit / 2**30:.1f} GiB); {remedy}{fewer}")
 
 
 def check_allocation(num_pairs: int, vocab_size: int, *, arrays: int = 4) -> None:

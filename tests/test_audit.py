@@ -791,3 +791,93 @@ def test_a_function_that_ends_the_process_is_its_cases_failure_not_a_silent_pass
     assert f"the function raised ProcessExit: called {ending}" in done.stderr
     df = pd.read_csv(io.StringIO(done.stdout))
     assert (df.status == "error").any() and "which would end the audit itself" in " ".join(df.reason.fillna(""))
+
+
+def _audit_process(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "mdsd_cli", "audit", *map(str, args), "--progress", "none"],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, **kw)
+
+
+def test_what_the_function_writes_to_file_descriptor_1_goes_to_stderr(tmp_path):
+    """Issue 26, item 6: os.write(1, ...) and a subprocess's output, on import and in calls, used to land in the
+    CSV on stdout; they go to stderr, and stdout parses as the table."""
+    (tmp_path / "fd.py").write_text(
+        "import os, subprocess, sys\nfrom mdsd_cli.audit import as_callable\nos.write(1, b'import-noise\\n')\n"
+        "RRS = as_callable('rrs', 2)\n\n\n"
+        "def verify(p, q, drafts, rng):\n"
+        "    if drafts[0] == 0 and drafts[1] == 0:\n"
+        "        os.write(1, b'call-noise\\n')\n"
+        "        subprocess.run([sys.executable, '-c', 'print(\"child-noise\")'])\n"
+        "    return RRS(p, q, drafts, rng)\n")
+    done = _audit_process(f"{tmp_path / 'fd.py'}:verify", "-n", "2", "--budget", "4800", "--cases", "random",
+                          "--count", "2")
+    assert done.returncode == 0, done.stderr
+    for noise in ("import-noise", "call-noise", "child-noise"):
+        assert noise not in done.stdout and noise in done.stderr
+    df = pd.read_csv(io.StringIO(done.stdout))
+    assert len(df) == 2 and set(df.status) == {"pass"}
+
+
+def test_a_call_that_hangs_is_its_cases_error_after_the_timeout(tmp_path):
+    """A function that never returns on one tuple used to block the audit forever: with --timeout 1 the
+    case is an error naming the drafts and the replay seed, the other cases are audited, exit code 1."""
+    (tmp_path / "hangs.py").write_text(
+        "import time\n\n\ndef verify(p, q, drafts, rng):\n"
+        "    if drafts[0] == 1 and drafts[1] == 1:\n        time.sleep(1000)\n"
+        "    return int(drafts[0])\n")
+    done = _audit_process(f"{tmp_path / 'hangs.py'}:verify", "-n", "2", "--budget", "4800", "--timeout", "1",
+                          "--cases", "random", "--count", "2")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "did not return within 1 s (--timeout) on drafts (1, 1)" in done.stderr and "replay: seed" in done.stderr
+    df = pd.read_csv(io.StringIO(done.stdout))
+    assert len(df) == 2 and "error" in set(df.status)
+
+
+def test_a_module_whose_import_hangs_is_a_clean_error(tmp_path):
+    (tmp_path / "stuck.py").write_text("import time\ntime.sleep(1000)\n\n\ndef verify(p, q, d, rng):\n    return 0\n")
+    done = _audit_process(f"{tmp_path / 'stuck.py'}:verify", "-n", "2", "--timeout", "1")
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"Error: loading {tmp_path / 'stuck.py'}:verify did not finish within 1 s (--timeout); does importing it wait "
+        "for something? Raise --timeout, or 0 for no limit"]
+
+
+def test_the_timeout_in_the_library_and_its_bad_values():
+    import time
+
+    def slow(p, q, drafts, rng):
+        if drafts[0] == drafts[1] == 0:
+            time.sleep(1000)
+        return int(drafts[0])
+
+    report = audit_verifier(slow, sampler="iid", n=2, cases=battery_cases(2)[:1], budget=800, seed=0, timeout=0.5)
+    assert [c.status for c in report.cases] == ["error"]
+    assert "did not return within 0.5 s" in report.cases[0].reason
+    for bad in (0, -1, float("nan"), "1"):
+        with pytest.raises(InputError, match="timeout must be a positive number"):
+            audit_verifier(slow, sampler="iid", n=2, cases=battery_cases(2)[:1], budget=800, timeout=bad)
+
+
+def test_ctrl_c_writes_the_table_of_what_was_found(tmp_path):
+    """SIGINT used to end the audit with exit code 130 and nothing; now the round in progress ends, the table
+    of every case is written (unfinished ones 'stopped', with their calls so far) and the verdict says why."""
+    import signal
+    import time
+
+    marker = tmp_path / "started"
+    (tmp_path / "slow.py").write_text(
+        "import pathlib, time\n\n\ndef verify(p, q, drafts, rng):\n"
+        f"    pathlib.Path({str(marker)!r}).touch()\n    time.sleep(0.002)\n    return int(drafts[0])\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'slow.py'}:verify", "-n", "2",
+                             "--progress", "none"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    df = pd.read_csv(io.StringIO(out))
+    assert len(df) > 1 and "stopped" in set(df.status)
+    assert df.reason.fillna("").str.contains("interrupted \\(Ctrl-C\\)").any()
+    assert "interrupted" in err

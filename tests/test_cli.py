@@ -299,3 +299,16 @@ def test_a_table_named_txt_is_csv_and_says_so(tmp_path):
     for args in (["-o", tmp_path / "y.txt", "--format", "csv"], ["-o", tmp_path / "z.csv"]):
         result = run("bound", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "-n", "2", *args)
         assert result.exit_code == 0 and "written as CSV" not in result.stderr
+
+
+def test_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
+    """An allocation the memory checks could not foresee (issue 26, item 9) ends in one line, exit code 1."""
+    import mdsd_cli.cli.data as data
+
+    def no_memory(*args, **kw):
+        raise MemoryError
+
+    monkeypatch.setattr(data, "zipf_pairs", no_memory)
+    result = run("bound", "--synthetic", "zipf", "--pairs", "2", "--vocab", "30", "-n", "2")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("Error: out of memory; use fewer pairs") and result.stderr.count("\n") == 1

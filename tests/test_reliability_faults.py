@@ -410,3 +410,24 @@ def test_a_kill_between_renames_leaves_a_set_a_reader_can_tell_is_mixed(tmp_path
         assert all(p.name in known or is_temporary(p) for p in tmp_path.iterdir())  # the kill's leftovers: hidden
     assert decode(5, -1).returncode == 0  # a whole rerun makes a whole set again
     assert all(check_output_set(tmp_path / f) == [] for f in ("s.csv", "st.parquet", "pp.csv"))
+
+
+@pytest.mark.parametrize("command", [
+    ["decode", "--models", "synthetic", "--vocab", "300", "--tree", "4x3", "--prompts", "64",
+     "--max-new-tokens", "400", "-o", "out.csv"],
+    ["design", "--synthetic", "dirichlet", "--pairs", "400", "--vocab", "4000", "-n", "4", "--family", "top-k",
+     "--grid", "top-k=2:4000:1", "-o", "out.csv"],
+])
+def test_ctrl_c_is_one_line_exit_130_and_no_file(tmp_path, command):
+    """Issue 26, item 6: SIGINT in the middle of decode or design used to exit 130 without a word; now one line
+    says that nothing was written (and nothing was), no traceback."""
+    env = {**os.environ, "MDSD_PROGRESS_INTERVAL": "0.2"}
+    proc = subprocess.Popen([sys.executable, "-m", "mdsd_cli", *command, "--progress", "log"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stderr.readline()  # the first progress line: the run is under way
+    assert first and proc.poll() is None, first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == 130, err
+    assert "Interrupted: no output file was written or changed" in err and "Traceback" not in err, err
+    assert out == "" and list(tmp_path.iterdir()) == []

@@ -9,7 +9,10 @@ correct result or a clean error. The catalogue is docs/reliability.md.
 
 import io
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import tracemalloc
 import zipfile
@@ -30,6 +33,8 @@ from mdsd_cli.datasets import load_data
 from mdsd_cli.errors import InputError, MdsdError
 from mdsd_cli.io import save_pairs
 from mdsd_cli.sweep import SweepConfig
+
+from .conftest import SUBPROCESS_TIMEOUT
 
 runner = CliRunner()
 
@@ -208,6 +213,51 @@ def test_files_and_dumps_beyond_memory(tmp_path, good_parquet, good_npz, monkeyp
     ShardWriter(dump, vocab_size=4096, store_dtype="float16", rows_per_shard=1, metadata={}).add_prompt(
         0, [0], [1], [1], np.zeros((1, 4096)), np.zeros((1, 4096)))
     assert_clean_error(run("bound", "--data", dump), 1, "8,192 values", "would need about")
+
+
+def test_the_memory_guard_counts_jobs_and_each_limit(monkeypatch):
+    """Issue 26, item 9: the guard used to check one process against 80% of physical memory; --jobs processes
+    each hold a tree, and a cgroup or ulimit -v can be far below the machine."""
+    import mdsd_cli.distributions as distributions
+    from mdsd_cli.errors import SizeLimitError
+
+    gib = 2.0**30
+    monkeypatch.setattr(distributions, "memory_limits", lambda: [("this machine has", 24 * gib, False)])
+    distributions.check_memory(7.2 * gib, "a tree", "use a smaller tree", processes=2)  # 14.4 <= 19.2
+    with pytest.raises(SizeLimitError, match=r"about 21.6 GiB \(3 processes at 7.2 GiB each\) \(this machine has "
+                                             r"24.0 GiB\); use a smaller tree; or fewer --jobs"):
+        distributions.check_memory(7.2 * gib, "a tree", "use a smaller tree", processes=3)
+    monkeypatch.setattr(distributions, "memory_limits", lambda: [("this machine has", 24 * gib, False),
+                                                                 ("the cgroup memory limit is", 8 * gib, False),
+                                                                 ("ulimit -v leaves this process", 4 * gib, True)])
+    with pytest.raises(SizeLimitError, match="the cgroup memory limit is 8.0 GiB"):
+        distributions.check_memory(3.0 * gib, "x", "y", processes=3)
+    with pytest.raises(SizeLimitError, match="ulimit -v leaves this process 4.0 GiB"):  # per process: not x jobs
+        distributions.check_memory(3.5 * gib, "x", "y", processes=1)
+    distributions.check_memory(3.0 * gib, "x", "y", processes=2)  # 6 <= 6.4 and 3 <= 3.2
+
+
+def test_a_tree_beyond_ulimit_is_refused_in_a_real_process(tmp_path):
+    """``ulimit -v 4000000``, V = 300,000, a 2,047-node tree: was an ``_ArrayMemoryError`` traceback."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, resource.RLIM_INFINITY))
+
+    done = subprocess.run([sys.executable, "-m", "mdsd_cli", "decode", "--models", "synthetic", "--vocab", "300000",
+                           "--tree", "2x10", "--prompts", "1", "--max-new-tokens", "4", "-o", tmp_path / "s.csv"],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, preexec_fn=limit)
+    assert done.returncode == 1 and done.stdout == "" and not (tmp_path / "s.csv").exists(), done.stderr
+    assert re.fullmatch(r"Error: a tree of 2,047 nodes at V=300,000 would need about 13.7 GiB \(ulimit -v leaves "
+                        r"this process \d+\.\d GiB\); use a smaller tree\n", done.stderr), done.stderr
+
+
+def test_memory_limits_read_this_machine():
+    from mdsd_cli.distributions import memory_limits, physical_memory
+
+    limits = memory_limits()
+    assert limits[0] == ("this machine has", float(physical_memory()), False)
+    assert all(limit > 0 for _, limit, _ in limits)
 
 
 # --- sweep configs ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CallableError, InputError, option
+from .guards import CallTimeout
 
 #: The prefix naming one of mdsd's own verifiers instead of a file or module.
 MDSD_PREFIX = "mdsd:"
@@ -111,7 +112,8 @@ def _import_file(path: Path):
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)  # noqa: S102 - running the user's own file is the point
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CallTimeout):
+        del sys.modules[name]
         raise
     except BaseException as exc:  # SystemExit included (sys.exit, argparse at module level)
         del sys.modules[name]
@@ -132,7 +134,7 @@ def _import_module(name: str):
         raise CallableError(f"importing module {name} raised {_import_failure(exc)}") from None
     except SyntaxError as exc:
         raise CallableError(f"module {name}, {exc.filename}, line {exc.lineno}: SyntaxError: {exc.msg}") from None
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CallTimeout):
         raise
     except BaseException as exc:  # SystemExit included (sys.exit, argparse at module level)
         raise CallableError(f"importing module {name} raised {_import_failure(exc)}") from None

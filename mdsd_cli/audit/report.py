@@ -195,6 +195,8 @@ class AuditReport:
     seed: int
     rounding_threshold: float = ROUNDING_THRESHOLD
     notes: list = field(default_factory=list)
+    #: Ctrl-C stopped the audit: the unfinished cases are ``stopped``, with what they found so far.
+    interrupted: bool = False
 
     @property
     def lossy(self) -> list:
@@ -208,7 +210,7 @@ class AuditReport:
 
     @property
     def stopped(self) -> list:
-        """The cases ``fail_fast`` left unfinished."""
+        """The cases ``fail_fast`` or Ctrl-C left unfinished."""
         return [c for c in self.cases if c.status == STOPPED]
 
     @property
@@ -244,6 +246,9 @@ class AuditReport:
             worst = max(c.exact_error for c in self.rounding)
             rounding = (f"; on {len(self.rounding)} the exact output law departs from p by up to {worst:.2g}, "
                         f"rounding level (at most {self.rounding_threshold:g}), not counted as a loss")
+        if self.passed and self.interrupted:
+            return (f"interrupted (Ctrl-C) after {self.calls:,} calls: nothing found so far; {len(self.stopped)} of "
+                    f"{total} cases not finished (status 'stopped')" + rounding)
         if self.passed:
             proven = len(self.proven) + len(self.rounding)
             if proven == total:
@@ -263,7 +268,8 @@ class AuditReport:
             parts.append(f"the function failed on {len(self.errors)} of {total} cases: "
                          + ", ".join(c.case.name for c in self.errors))
         if self.stopped:
-            parts.append(f"{len(self.stopped)} cases not finished (--fail-fast stopped the audit; status 'stopped')")
+            why = "interrupted" if self.interrupted else "--fail-fast stopped the audit"
+            parts.append(f"{len(self.stopped)} cases not finished ({why}; status 'stopped')")
         return "; ".join(parts) + rounding
 
     def details(self) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import os
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from ..errors import InputError
 from ..samplers import get_sampler
 from .betting import AcceptanceBoundTest, DirectionalBettingTest
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
+from .guards import CallTimeout, Interrupt, deadline, no_process_exit
 from .report import (
     ERROR,
     EXACT_TOLERANCE,
@@ -95,29 +95,6 @@ def replay(fn, case: AuditCase, drafts, *, seed: int, calls: int, dtype: str = "
     return np.bincount(parsed, minlength=p.size)
 
 
-class ProcessExit(BaseException):
-    """``os._exit(code)`` or ``os.abort()`` called by the audited function: turned into an exception so that
-    the function's death is its case's failure, not the end of the audit with exit code 0 and no report."""
-
-
-@contextlib.contextmanager
-def _no_process_exit():
-    """While the audited function runs, ``os._exit`` and ``os.abort`` raise :class:`ProcessExit` instead."""
-    saved_exit, saved_abort = os._exit, os.abort
-
-    def _exit(code=0):
-        raise ProcessExit(f"called os._exit({code!r}), which would end the audit itself")
-
-    def _abort():
-        raise ProcessExit("called os.abort(), which would end the audit itself")
-
-    os._exit, os.abort = _exit, _abort
-    try:
-        yield
-    finally:
-        os._exit, os.abort = saved_exit, saved_abort
-
-
 class _BadOutput(Exception):
     """The function returned something that is not a token (or an inconsistent index)."""
 
@@ -180,10 +157,11 @@ class CaseRun:
 
     def __init__(self, fn, case: AuditCase, index: int, *, sampler: str, n: int, budget: int, seed: int,
                  level: float, dtype: str, law=None, stratified: bool = True,
-                 rounding: float = ROUNDING_THRESHOLD):
+                 rounding: float = ROUNDING_THRESHOLD, timeout: float | None = None, interrupt=None):
         from ..bounds import optimal_acceptance
 
         self.fn, self.case, self.index, self.level, self.rounding = fn, case, index, level, rounding
+        self.timeout, self.interrupt = timeout, interrupt
         self.constant_pvalue = 1.0
         self.only_token, self.varied = None, False  # the one token output so far; whether outputs varied
         self.sampler = get_sampler(sampler)
@@ -224,6 +202,14 @@ class CaseRun:
     def active(self) -> bool:
         return self.status in (PASSED, ROUNDING) and self.done < self.budget
 
+    @contextlib.contextmanager
+    def _guard(self, progress):
+        """Around the function's calls: numpy's error state is the harness's again afterwards (the function
+        may call np.seterr), os._exit/os.abort raise, a call past the timeout raises, and Ctrl-C interrupts."""
+        calls = self.interrupt.calls() if self.interrupt is not None else contextlib.nullcontext()
+        with np.errstate(), no_process_exit(), deadline(self.timeout, progress), calls:
+            yield
+
     # --- the exact law ------------------------------------------------------------------------
     def _exact(self, law) -> None:
         """``sum_x P(x) law(x)`` over every draft tuple (when at most MAX_ENUMERATED), against ``p``."""
@@ -237,12 +223,12 @@ class CaseRun:
         acceptance = 0.0
         for t, row in enumerate(tuples):
             try:
-                with np.errstate(), _no_process_exit():
+                with self._guard(lambda: None):
                     values = np.asarray(law(self.seen_p, self.seen_q, row), dtype=np.float64)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # SystemExit included: the law's own failure, reported for this case
-                self._fail(ERROR, f"the law function raised {_first_line(exc)} on drafts {tuple(row.tolist())}")
+                self._fail(ERROR, f"the law function {_failure(exc)} on drafts {tuple(row.tolist())}")
                 return
             if values.shape != (self.V,) or not np.isfinite(values).all() or values.min() < -1e-12 \
                     or abs(values.sum() - 1.0) > 1e-9:
@@ -296,11 +282,11 @@ class CaseRun:
         if self.status == PASSED or self.status == ROUNDING and status != ROUNDING:
             self.status, self.reason = status, reason
 
-    def stop(self) -> None:
-        """Mark the case unfinished (``fail_fast`` stopped the audit at another case)."""
+    def stop(self, why: str = "the audit stopped at another case's failure") -> None:
+        """Mark the case unfinished (``fail_fast`` stopped the audit at another case, or Ctrl-C)."""
         if self.active:
-            self.status, self.reason = STOPPED, (f"not finished: the audit stopped at another case's failure after "
-                                                 f"{self.done:,} of {self.budget:,} calls")
+            self.status, self.reason = STOPPED, (f"not finished: {why} after {self.done:,} of {self.budget:,} "
+                                                 "calls")
 
     def _constant_pvalue(self) -> float:
         """When every output so far is one token: the largest probability, over every lossless function, of
@@ -370,7 +356,7 @@ class CaseRun:
                 where = self.rows[t]
                 calls = int(self.member_calls[t] + np.count_nonzero(members[:made] == t)) + 1
                 replay = f"replay: seed {tuple_seed(self.seed, self.index, t)}, {calls:,} calls"
-            self._fail(ERROR, f"the function raised {_first_line(failure)} on drafts {tuple(where.tolist())} "
+            self._fail(ERROR, f"the function {_failure(failure)} on drafts {tuple(where.tolist())} "
                               f"({replay})")
             return made + 1
         self.done += made
@@ -429,7 +415,7 @@ class CaseRun:
         append = results.append
         try:
             # the function may change numpy's error handling (np.seterr): not for the harness; nor end the process
-            with np.errstate(), _no_process_exit():
+            with self._guard(results.__len__):
                 for t in order:
                     append(fn(p, q, rows[t], rngs[t]))
         except KeyboardInterrupt:
@@ -443,7 +429,7 @@ class CaseRun:
         results: list = []
         append = results.append
         try:
-            with np.errstate(), _no_process_exit():
+            with self._guard(results.__len__):
                 for row in rows:
                     append(fn(p, q, row, rng))
         except KeyboardInterrupt:
@@ -553,6 +539,13 @@ class CaseRun:
         return out
 
 
+def _failure(exc: BaseException) -> str:
+    """What the function did instead of returning: ``raised ValueError: ...`` or ``did not return within ...``."""
+    if isinstance(exc, CallTimeout):
+        return f"{exc} (--timeout)"
+    return f"raised {_first_line(exc)}"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
@@ -578,10 +571,48 @@ def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str =
     return out
 
 
+def _notes(case_list, level: float, per_case: int) -> list[str]:
+    """Cases where the budget cannot catch a function that always returns the likeliest token."""
+    notes = []
+    for c in case_list:  # can the budget catch a function that always returns the likeliest token?
+        top = float(np.max(c.p))
+        if 0.0 < top < 1.0:
+            need = math.ceil(math.log(CONSTANT_SHARE * level) / math.log(top))
+            if per_case < need:
+                notes.append(f"case {c.name}: {per_case:,} calls cannot detect a function that always returns its "
+                             f"likeliest token (target probability {top:.6g}); that takes at least {need:,} calls "
+                             f"per case (a budget of {need * len(case_list):,})")
+    return notes
+
+
+def _audit_rounds(runs, *, fail_fast: bool, progress, interrupt) -> None:
+    """Round after round over the active cases, until each has spent its budget, failed, or was stopped."""
+    advance = progress or (lambda k: None)
+    for run in runs:
+        if not run.active:
+            advance(run.budget - run.done)
+    while any(r.active for r in runs):
+        for run in runs:
+            if not run.active:
+                continue
+            made = run.step()
+            advance(made if run.active else made + run.budget - run.done)
+            if fail_fast and run.status in (LOSSY, ERROR) or interrupt.requested:
+                break
+        if interrupt.requested:
+            break
+        if fail_fast and any(r.status in (LOSSY, ERROR) for r in runs):
+            for r in runs:
+                if r.active:
+                    advance(r.budget - r.done)
+                    r.stop()
+            break
+
+
 def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget: int = 1_000_000,
                    alpha: float = 0.01, seed: int = 0, law=None, dtype: str = "float64", fail_fast: bool = False,
                    random_count: int = 10, stratified: bool = True, progress=None,
-                   rounding: float = ROUNDING_THRESHOLD) -> AuditReport:
+                   rounding: float = ROUNDING_THRESHOLD, timeout: float | None = None) -> AuditReport:
     """Audit a verifier function: is its output distributed as ``p``, and how far is its acceptance from α*?
 
     Parameters
@@ -623,13 +654,20 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         With ``law``: an exact output law within this of ``p`` (largest absolute difference) but not
         within 1e-9 is reported ``rounding`` with its size, not ``lossy`` (the function's own float
         arithmetic); 0 counts every departure above 1e-9 as a loss.
+    timeout : float, optional
+        Seconds one call of ``fn`` (or ``law``) may take: a call still running after between
+        ``timeout`` and twice that is its case's error, with the drafts and seed that replay it
+        (main thread only, by ``SIGALRM``; native code that never returns to Python is not
+        interrupted). None: no limit.
 
     Returns
     -------
     AuditReport
 
     The calls are made round by round, the cases in turn: each case has its own generators, so its
-    result does not depend on the others (or on ``fail_fast``, up to where that stops it).
+    result does not depend on the others (or on ``fail_fast``, up to where that stops it). Ctrl-C
+    (SIGINT, in the main thread) stops the audit after the round in progress: the report then has
+    ``interrupted`` set, and the unfinished cases are ``stopped`` with what they found so far.
     """
     if not callable(fn):
         raise InputError(f"the function to audit must be callable, got a {type(fn).__name__}")
@@ -649,40 +687,28 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
         raise InputError(f"a budget of {budget:,} calls gives {per_case} per case for {len(case_list)} cases, too few "
                          f"for the test to detect anything (its first {MIN_ROUND} calls only learn where to look); "
                          f"give at least {MIN_CALLS_PER_CASE * len(case_list):,}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < math.inf):
+        raise InputError(f"timeout must be a positive number of seconds (or None for no limit), got {timeout!r}")
     level = alpha / len(case_list)
-    runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype, law=law,
-                    stratified=stratified, rounding=rounding) for i, c in enumerate(case_list)]
-    notes = []
-    for c in case_list:  # can the budget catch a function that always returns the likeliest token?
-        top = float(np.max(c.p))
-        if 0.0 < top < 1.0:
-            need = math.ceil(math.log(CONSTANT_SHARE * level) / math.log(top))
-            if per_case < need:
-                notes.append(f"case {c.name}: {per_case:,} calls cannot detect a function that always returns its "
-                             f"likeliest token (target probability {top:.6g}); that takes at least {need:,} calls "
-                             f"per case (a budget of {need * len(case_list):,})")
-    advance = progress or (lambda k: None)
-    for run in runs:
-        if not run.active:
-            advance(run.budget - run.done)
-    while any(r.active for r in runs):
-        for run in runs:
-            if not run.active:
-                continue
-            made = run.step()
-            advance(made if run.active else made + run.budget - run.done)
-            if fail_fast and run.status in (LOSSY, ERROR):
-                break
-        if fail_fast and any(r.status in (LOSSY, ERROR) for r in runs):
+    with Interrupt() as interrupt:
+        # Ctrl-C while the exact laws are computed ends the audit (KeyboardInterrupt): nothing to report yet
+        runs = [CaseRun(fn, c, i, sampler=s.name, n=n, budget=per_case, seed=seed, level=level, dtype=dtype,
+                        law=law, stratified=stratified, rounding=rounding, timeout=timeout, interrupt=interrupt)
+                for i, c in enumerate(case_list)]
+        try:
+            _audit_rounds(runs, fail_fast=fail_fast, progress=progress, interrupt=interrupt)
+        except KeyboardInterrupt:
+            interrupt.requested = True
+        if interrupt.requested:
             for r in runs:
                 if r.active:
-                    advance(r.budget - r.done)
-                    r.stop()
-            break
+                    r.stop("interrupted (Ctrl-C)")
+    notes = _notes(case_list, level, per_case)
     mutated = getattr(fn, "mutated", None)
     if mutated:
         notes.append(f"the function writes into its input {' and '.join(mutated)} in place; each call was given "
                      "fresh copies, so it was audited as if it owned its inputs (a caller sharing p or q between "
                      "calls would see them changed)")
     return AuditReport(cases=[r.result() for r in runs], sampler=s.name, n=n, alpha=alpha, level=level,
-                       budget=int(budget), seed=seed, rounding_threshold=rounding, notes=notes)
+                       budget=int(budget), seed=seed, rounding_threshold=rounding, notes=notes,
+                       interrupted=interrupt.requested)

@@ -2,7 +2,7 @@
 
 Commands live in one module per group; this module wires them up and turns
 library errors into ``Error: <message>`` on stderr with exit code 1 (usage
-errors exit with 2, as click does).
+errors exit with 2, as click does); Ctrl-C into one line and exit code 130.
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ class MdsdGroup(TyperGroup):
             return super().invoke(ctx)
         except MdsdError as exc:
             err_console().print(f"Error: {exc.cli_message()}", markup=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:  # commands with work to keep (sweep, dump, audit) say so themselves
+            err_console().print("Interrupted: no output file was written or changed (mdsd writes its files "
+                                "only when a run completes).", markup=False)
+            raise typer.Exit(130) from None
+        except MemoryError:  # an estimate missed, or a limit the checks could not see
+            err_console().print("Error: out of memory; use fewer pairs, a smaller vocabulary or tree, or fewer "
+                                "--jobs (the memory checks refuse what they can foresee; see docs/reliability.md)",
+                                markup=False)
             raise typer.Exit(1) from None
         except UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `mdsd`: the help text

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from .._stdio import stdout_fd_to_stderr
 from ..io import build_manifest, check_output_path
 from .console import emit_table, info, show_progress, warn
 from .options import (
@@ -100,6 +101,10 @@ def audit(
     rounding: float = typer.Option(1e-6, "--rounding", min=0.0, max=0.5, help="With --law: an exact output law "
                                    "within this of p (but not within 1e-9) is reported 'rounding', with its size, "
                                    "not 'lossy'; 0 counts every departure as a loss.", rich_help_panel=COMPUTE_PANEL),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.0, metavar="SECONDS", help="A call of the function "
+                                  "(or the law) still running after between SECONDS and twice that is its case's "
+                                  "error, with the drafts that replay it; 0: no limit. Loading the function gets "
+                                  "the same time.", rich_help_panel=COMPUTE_PANEL),
     seed: SeedOpt = 0,
     out: OutOpt = None,
     fmt: FormatOpt = None,
@@ -116,9 +121,12 @@ def audit(
     a failure, the draft tuples contributing most, with the seed that replays them.
     Exit code 1 if any case is found lossy at the family-wise level --alpha, or the
     function fails on one; 0 otherwise, which does not prove it lossless. What the
-    function prints goes to stderr: stdout holds only the table.
+    function prints or writes to file descriptor 1 goes to stderr: stdout holds only
+    the table. Ctrl-C stops the audit after the round in progress and writes the table
+    of what it found (unfinished cases 'stopped'), with exit code 130.
     """
     from ..audit import adapt_callable, audit_verifier, load_callable
+    from ..audit.guards import loading_deadline
     from ..errors import InputError
 
     if out is not None:
@@ -126,8 +134,10 @@ def audit(
     if not 0.0 < alpha < 1.0:
         raise InputError(f"--alpha must lie strictly between 0 and 1, got {alpha}")
     sampler_name, dtype_name = sampler.value, dtype.value
-    # stdout is for the table: what the user's code prints, on import or in its calls, goes to stderr
-    with contextlib.redirect_stdout(sys.stderr):
+    limit = timeout if timeout > 0 else None
+    # stdout is for the table: what the user's code prints or writes to fd 1, on import or in its calls,
+    # goes to stderr
+    with contextlib.redirect_stdout(sys.stderr), stdout_fd_to_stderr(), loading_deadline(limit, function):
         fn = load_callable(function, n=drafts, sampler=sampler_name)
         law_fn = load_callable(law, n=drafts, sampler=sampler_name, law=True) if law is not None else None
     if use_torch or batched:
@@ -136,21 +146,25 @@ def audit(
     case_list = _cases(sources, drafts, seed=seed, count=count, pairs=pairs, dtype=dtype_name)
     per_case = budget // max(len(case_list), 1)
     with show_progress("audit", per_case * len(case_list), mode=progress, quiet=quiet) as advance, \
-            contextlib.redirect_stdout(sys.stderr):
+            contextlib.redirect_stdout(sys.stderr), stdout_fd_to_stderr():
         report = audit_verifier(fn, sampler=sampler_name, n=drafts, cases=case_list, budget=budget, alpha=alpha,
                                 seed=seed, law=law_fn, dtype=dtype_name, fail_fast=fail_fast, progress=advance,
-                                rounding=rounding)
+                                rounding=rounding, timeout=limit)
     df = report.to_frame()
     if law is None:
         df = df.drop(columns="exact_error")
     config = {"function": function, "law": law, "sampler": sampler_name, "n": drafts, "cases": sources,
               "count": count, "pairs": pairs, "budget": budget, "alpha": alpha, "seed": seed, "dtype": dtype_name,
-              "torch": use_torch, "batched": batched, "fail_fast": fail_fast, "rounding": rounding}
+              "torch": use_torch, "batched": batched, "fail_fast": fail_fast, "rounding": rounding,
+              "timeout": limit, "interrupted": report.interrupted}
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("audit", config), quiet=quiet)
     for note in report.notes:
         warn(note)
     for line in report.details():
         info(line)
+    if report.interrupted:
+        info(report.verdict())
+        raise typer.Exit(130)
     if not report.passed:
         info(report.verdict())
         raise typer.Exit(1)

@@ -184,15 +184,28 @@ def plan_decode(trees: Sequence, verifiers: Sequence[str], *, samplers: Sequence
             label = f"1x{depth}"
             if label not in present:
                 runs.append((parse_tree(label), "iid", "rrs"))
-    for shape, _, _ in runs:
-        check_memory(shape.max_nodes * vocab_size * 8.0 * 3, f"a tree of {shape.max_nodes:,} nodes at V={vocab_size:,}",
-                     "use a smaller tree")
     specs = []
     for T in temps:
         if baselines:
             specs.append(DecodeSpec(None, None, None, T))
         specs += [DecodeSpec(shape, law, name, T) for shape, law, name in runs]
+    check_tree_memory(specs, vocab_size)
     return specs, skipped
+
+
+#: Peak bytes per tree node and vocabulary entry while a step is verified: the target's and the
+#: draft's float64 rows of every node and one temporary (a 2,047-node tree at V = 152,064 peaked at
+#: 7.2 GB per process).
+TREE_BYTES_PER_ENTRY = 8.0 * 3
+
+
+def check_tree_memory(specs, vocab_size: int, *, processes: int = 1) -> None:
+    """Refuse, before any work, trees whose rows would not fit: ``processes`` decoding at once, under the
+    machine's memory, a cgroup limit and ``ulimit -v`` (see :func:`~mdsd_cli.distributions.check_memory`)."""
+    nodes = max((s.tree.max_nodes for s in specs if not s.plain), default=0)
+    if nodes:
+        check_memory(nodes * vocab_size * TREE_BYTES_PER_ENTRY, f"a tree of {nodes:,} nodes at V={vocab_size:,}",
+                     "use a smaller tree", processes=processes)
 
 
 # --- one prompt --------------------------------------------------------------------------------
@@ -405,6 +418,7 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
     check_prompts(prompts, target, max_new_tokens=max_new_tokens, depth=depth, draft=draft)
     if not (getattr(target, "fork_safe", True) and getattr(draft, "fork_safe", True)):
         jobs = 1  # a torch model is not copied into forked workers safely: one process (see the docs)
+    check_tree_memory(specs, target.vocab_size, processes=min(int(jobs), len(specs) * len(prompts)))
     advance = progress or (lambda k=1: None)
     _STATE.update(target=target, draft=draft, prompts=list(prompts), specs=list(specs), seed=int(seed),
                   max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers)
