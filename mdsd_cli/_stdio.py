@@ -7,6 +7,32 @@ import os
 import sys
 
 
+def _flush(*streams) -> None:
+    for stream in streams:
+        try:
+            stream.flush()
+        except (AttributeError, ValueError):  # pragma: no cover - closed or replaced stream
+            pass
+
+
+@contextlib.contextmanager
+def _fd1_to(target: int):
+    """Point file descriptor 1 at ``target`` meanwhile; Python's own buffers are flushed either side."""
+    _flush(sys.stdout, sys.stderr)
+    try:
+        saved = os.dup(1)
+    except OSError:  # pragma: no cover - no fd 1 at all
+        yield
+        return
+    try:
+        os.dup2(target, 1)
+        yield
+    finally:
+        _flush(sys.stdout)
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @contextlib.contextmanager
 def silence_stdout_fd():
     """Discard anything native code writes to file descriptor 1 meanwhile.
@@ -15,22 +41,11 @@ def silence_stdout_fd():
     would corrupt data piped from stdout; solver status is checked separately,
     so the chatter is dropped. Python-level ``sys.stdout`` is flushed first.
     """
-    try:
-        sys.stdout.flush()
-    except (AttributeError, ValueError):  # pragma: no cover - closed or replaced stdout
-        pass
-    try:
-        saved = os.dup(1)
-    except OSError:  # pragma: no cover - no fd 1 at all
-        yield
-        return
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(sink, 1)
-        yield
+        with _fd1_to(sink):
+            yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
         os.close(sink)
 
 
@@ -42,23 +57,5 @@ def stdout_fd_to_stderr():
     extensions and subprocesses write to the descriptor itself. Around someone else's code (the
     function ``mdsd audit`` calls), this keeps stdout for the table; nothing is lost.
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, ValueError):  # pragma: no cover - closed or replaced stream
-            pass
-    try:
-        saved = os.dup(1)
-    except OSError:  # pragma: no cover - no fd 1 at all
+    with _fd1_to(2):
         yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        try:
-            sys.stdout.flush()
-        except (AttributeError, ValueError):  # pragma: no cover
-            pass
-        os.dup2(saved, 1)
-        os.close(saved)
