@@ -731,3 +731,24 @@ def test_library_arguments_of_the_wrong_kind_are_input_errors():
     for tokens in (0, "x", 2.0):
         with pytest.raises(InputError, match="max_new_tokens must be an integer >= 1"):
             run_decode(target, draft, [Prompt(0, (1, 2))], specs, max_new_tokens=tokens)
+
+
+def test_a_denormal_temperature_is_the_limit_without_a_numpy_warning():
+    """Issue 26, item 10: ``-t 1e-320`` printed numpy's overflow warning; the law is the T -> 0 limit
+    (one-hot on the maximum; ties share it), silently."""
+    import subprocess
+    import sys
+    import warnings
+
+    from mdsd_cli.decode.laws import tempered
+    from tests.conftest import SUBPROCESS_TIMEOUT
+
+    logits = np.array([[0.5, 2.0, -1.0, 2.0], [3.0, 1.0, 0.0, -np.inf]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = tempered(logits, 1e-320)
+    np.testing.assert_array_equal(p, [[0, 0.5, 0, 0.5], [1, 0, 0, 0]])
+    done = subprocess.run([sys.executable, "-m", "mdsd_cli", "decode", "--expected", "--models", "synthetic",
+                           "--vocab", "30", "--tree", "2x2", "--prompts", "2", "-t", "1e-320", "--progress", "none"],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert done.returncode == 0 and "RuntimeWarning" not in done.stderr, done.stderr

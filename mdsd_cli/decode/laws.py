@@ -27,7 +27,8 @@ def tempered(logits, temperature: float) -> np.ndarray:
         out = np.zeros_like(x)
         out[np.arange(x.shape[0]), np.argmax(x, axis=1)] = 1.0
         return out
-    z = np.exp((x - top) / temperature)
+    with np.errstate(over="ignore"):  # a tiny T (1e-320): gaps to the maximum overflow to -inf, exp gives 0
+        z = np.exp((x - top) / temperature)
     z /= z.sum(axis=1, keepdims=True)
     return z
 
