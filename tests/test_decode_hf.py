@@ -353,6 +353,56 @@ def two_token_counts(pair, specs, runs=RUNS):
     return counts
 
 
+def test_the_device_path_at_t0_is_the_targets_greedy_decoding_and_keeps_logits_on_the_device(pairs, dirs):
+    """Issue 27: --verify-on device with a Hugging Face pair (on the CPU here): the tree's logits stay a torch
+    tensor from the model to the verifiers, and T = 0 gives the target's greedy ids for every verifier."""
+    pair = pairs["llama"]
+    prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in enumerate(PROMPTS[:2])]
+    specs = [spec for v, s in LAWS for spec in hf_specs(v, s, "2x2" if v in ("hub", "otm") else "paths:3x2", 0.0,
+                                                        pair.vocab_size)]
+    seen = []
+    original = pair.target.tree_logits
+
+    def spy(*args):
+        out = original(*args)
+        seen.append(type(out).__name__)
+        return out
+
+    pair.target.tree_logits = spy
+    try:
+        run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=10, seed=0, node_metrics=False,
+                         verify_on="device")
+    finally:
+        del pair.target.tree_logits
+    assert set(seen) == {"Tensor"} and pair.target.logits_on_device is False  # switched back afterwards
+    for r in run.runs:
+        assert r.generated == greedy_oracle(pair.target, prompts[r.prompt].tokens, 10), run.specs[r.spec].label
+    text = dirs["prompts"].parent / "device.jsonl"
+    result = run_cli("--target", dirs["llama"][0], "--draft", dirs["llama"][1], "--prompts",
+                     dirs["prompts"], "--tree", "2x2", "-t", "0", "--max-new-tokens", "6", "--verify-on", "device",
+                     "--text", text, "--no-baselines", "--device", "cpu")
+    assert result.exit_code == 0, result.stderr
+    records = [__import__("json").loads(line) for line in text.read_text().splitlines()]
+    assert len(records) == len(PROMPTS)
+    for record in records:
+        assert record["ids"] == greedy_oracle(pair.target, pair.target.encode(PROMPTS[record["prompt"]]), 6)
+
+
+@pytest.mark.parametrize("verifier,sampler,name", [("rrs", "iid", "2x2"), ("kseq", "iid", "paths:3x2"),
+                                                   ("hub", "hub", "2x2"), ("rrsw", "wor", "3,1")])
+def test_first_two_tokens_on_the_device_path_follow_the_target_law(law_pair, verifier, sampler, name):
+    pairs, law = law_pair
+    pair = pairs["tree"]
+    prompts = [Prompt(i, LAW_PROMPT) for i in range(RUNS)]
+    run = run_decode(pair.target, pair.draft, prompts, hf_specs(verifier, sampler, name, 1.0, pair.vocab_size),
+                     max_new_tokens=2, seed=0, node_metrics=False, verify_on="device")
+    counts = np.zeros((pair.vocab_size, pair.vocab_size))
+    for r in run.runs:
+        counts[r.generated[0], r.generated[1]] += 1
+    pvalue = g_test(counts, law)
+    assert pvalue >= FAMILY_ALPHA / 4, (pvalue, counts, law * RUNS)
+
+
 def test_the_law_pair_is_a_real_test(law_pair):
     pairs, law = law_pair
     pair = pairs["tree"]

@@ -31,6 +31,7 @@ CONFIG_KEYS = {
     "device": str, "dtype": str, "revision": str, "draft_revision": str, "chat_template": bool, "scoring": str,
     "threads": int, "expected": bool, "contexts_per_prompt": int, "method": str, "prune": (int, float),
     "tail_samples": int, "replicates": int, "draft_samples": int, "repeats": int, "compare": list,
+    "verify_on": str,
 }
 #: The command line's ranges, applied to --config values too: key -> (lowest, highest), None = unbounded.
 CONFIG_RANGES = {"vocab": (2, None), "model_seed": (0, None), "noise": (0, None), "max_new_tokens": (1, MAX_NEW_TOKENS),
@@ -47,7 +48,7 @@ DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
             "reuse_verifiers": False, "sequence_bound": False, "expected": False, "contexts_per_prompt": 4,
             "method": "auto", "prune": 1e-3, "tail_samples": 8, "replicates": 4, "draft_samples": 256, "repeats": 64,
-            "compare": []}
+            "compare": [], "verify_on": "auto"}
 
 
 def read_config(path: Path) -> dict:
@@ -205,6 +206,12 @@ def decode(
     no_node_metrics: bool = typer.Option(False, "--no-node-metrics", help="Skip α* and the verifier's exact "
                                          "acceptance at the visited nodes (saves their computation; those columns "
                                          "are empty).", rich_help_panel=DECODE_PANEL),
+    verify_on: str | None = typer.Option(None, "--verify-on", metavar="auto|device|host", help="Where the "
+                                         "per-node verifiers run: device verifies every node of a tree in one "
+                                         "batched torch call where the target's logits are (also on the CPU), "
+                                         "host in numpy node by node; auto: device when the logits are on an "
+                                         "accelerator. Same law, other random streams. (default: auto)",
+                                         rich_help_panel=DECODE_PANEL),
     reuse_verifiers: bool = typer.Option(False, "--reuse-verifiers", help="Reuse a verifier's set-up when the "
                                          "same (p, q, n) comes back (n-gram contexts repeat): the same tokens, "
                                          "less time, but verification times no longer show one set-up per node.",
@@ -329,7 +336,7 @@ def decode(
              "max_new_tokens": max_new_tokens, "trees": tree, "samplers": sampler, "verifiers": verifier,
              "temperatures": temperature, "seed": seed, "draft_cost": draft_cost, "node_cost": node_cost,
              "target": target, "draft": draft, "device": device, "dtype": dtype, "revision": revision,
-             "draft_revision": draft_revision, "scoring": scoring, "threads": threads,
+             "draft_revision": draft_revision, "scoring": scoring, "threads": threads, "verify_on": verify_on,
              "contexts_per_prompt": contexts_per_prompt, "method": method, "prune": prune,
              "tail_samples": tail_samples, "replicates": replicates, "draft_samples": draft_samples,
              "repeats": repeats, "compare": compare}
@@ -402,7 +409,8 @@ def decode(
     with show_progress("decode", units, mode=progress, quiet=quiet) as advance:
         run = run_decode(pair.target, pair.draft, prompt_list, specs, max_new_tokens=settings["max_new_tokens"],
                          seed=settings["seed"], jobs=jobs, node_metrics=settings["node_metrics"],
-                         reuse_verifiers=settings["reuse_verifiers"], progress=advance)
+                         reuse_verifiers=settings["reuse_verifiers"], progress=advance,
+                         verify_on=settings["verify_on"])
     bounds = None
     if settings["sequence_bound"]:
         from ..decode.bounds import run_bounds

@@ -10,6 +10,7 @@ seeded from ``(seed, prompt id, configuration)``, so results do not depend on
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import math
 import time
 import zlib
@@ -236,8 +237,8 @@ def _node_alpha_star(visit, sampler: str) -> float:
 
 
 def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max_new_tokens: int,
-                  rng: np.random.Generator, node_metrics: bool = True,
-                  cache: VerifierCache | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
+                  rng: np.random.Generator, node_metrics: bool = True, cache: VerifierCache | None = None,
+                  verify_on: str = "host") -> tuple[list[int], np.ndarray, np.ndarray]:
     """Generate up to ``max_new_tokens`` tokens after ``prompt``; returns ``(ids, steps, visits)`` arrays.
 
     Per step: grow the draft tree (:func:`~.drafting.grow_tree`), score all its
@@ -247,6 +248,10 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     end-of-sequence token). Plain sampling (``spec.plain``) draws one token per
     target call (with a KV cache: one new token fed per call, as ``generate``
     does). ``alpha_star`` adds α* of each visited node's own draft law.
+
+    ``verify_on="device"`` verifies every node of a tree in one batched call on
+    the device of the target's logits (:func:`~.device_walk.walk_on_device`; the
+    sequence-level verifiers stay on the host); ``"host"`` walks in numpy.
 
     Both models' caches are emptied first (``reset_cache``), so a prompt's
     tokens do not depend on what ran before. Time a model spends on its KV-cache
@@ -279,34 +284,65 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     sampler = get_sampler(spec.sampler)
     sequence = SEQUENCE_VERIFIERS.get(spec.verifier)
     verifier_cls = None if sequence else get_verifier(spec.verifier)
-    while len(generated) < max_new_tokens:
-        d0 = draft.cache_seconds
-        tree = grow_tree(draft, context, spec.tree, sampler, T, rng)
-        draft_cache = draft.cache_seconds - d0
-        c0 = target.cache_seconds
-        t0 = time.perf_counter()
-        logits = model_rows(target, target.tree_logits(context, tree.parents, tree.tokens, range(tree.size)), tree.size)
-        target_cache = target.cache_seconds - c0
-        target_seconds = time.perf_counter() - t0 - target_cache
-        if sequence is not None:
-            walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
-        else:
-            walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos, cache=cache,
-                                 conditional_acceptance=node_metrics)
-        step = len(steps)
-        for v in walk.visits:
-            a = _node_alpha_star(v, spec.sampler) if node_metrics else math.nan
-            visits.append((step, v.depth, v.n, float(v.accepted), v.acceptance, a))
-        steps.append((len(generated), len(walk.tokens), walk.accepted, tree.size, tree.passes,
-                      tree.model_seconds - draft_cache, tree.bookkeeping_seconds, target_seconds, walk.seconds,
-                      draft_cache + target_cache))
-        take = walk.tokens[: max_new_tokens - len(generated)]
-        generated += take
-        context += take
-        if eos is not None and eos in take:
-            break
+    on_device = verify_on == "device" and sequence is None
+    if on_device:
+        import torch
+
+        from .device_walk import as_device_rows, logits_device, walk_on_device
+
+        device = logits_device(target)
+        generator = torch.Generator(device=device)
+    with _logits_kept_on_device(target, on_device):
+        while len(generated) < max_new_tokens:
+            d0 = draft.cache_seconds
+            tree = grow_tree(draft, context, spec.tree, sampler, T, rng)
+            draft_cache = draft.cache_seconds - d0
+            c0 = target.cache_seconds
+            t0 = time.perf_counter()
+            raw = target.tree_logits(context, tree.parents, tree.tokens, range(tree.size))
+            if on_device:
+                logits = as_device_rows(target, raw, tree.size, device)
+            else:
+                logits = model_rows(target, raw, tree.size)
+            target_cache = target.cache_seconds - c0
+            target_seconds = time.perf_counter() - t0 - target_cache
+            if on_device:
+                generator.manual_seed(int(rng.integers(2**63)))
+                walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator, eos_token_id=eos,
+                                      conditional_acceptance=node_metrics)
+            elif sequence is not None:
+                walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
+            else:
+                walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos,
+                                     cache=cache, conditional_acceptance=node_metrics)
+            step = len(steps)
+            for v in walk.visits:
+                a = _node_alpha_star(v, spec.sampler) if node_metrics else math.nan
+                visits.append((step, v.depth, v.n, float(v.accepted), v.acceptance, a))
+            steps.append((len(generated), len(walk.tokens), walk.accepted, tree.size, tree.passes,
+                          tree.model_seconds - draft_cache, tree.bookkeeping_seconds, target_seconds, walk.seconds,
+                          draft_cache + target_cache))
+            take = walk.tokens[: max_new_tokens - len(generated)]
+            generated += take
+            context += take
+            if eos is not None and eos in take:
+                break
     return (generated, np.array(steps, dtype=float).reshape(-1, len(STEP_COLUMNS)),
             np.array(visits, dtype=float).reshape(-1, len(VISIT_COLUMNS)))
+
+
+@contextlib.contextmanager
+def _logits_kept_on_device(model, on: bool):
+    """A Hugging Face model returns its logits as host arrays; while verifying on the device, as device
+    tensors (its ``logits_on_device`` switch). Other models are left as they are."""
+    if not on or not hasattr(model, "logits_on_device"):
+        yield
+        return
+    before, model.logits_on_device = model.logits_on_device, True
+    try:
+        yield
+    finally:
+        model.logits_on_device = before
 
 
 # --- many prompts ------------------------------------------------------------------------------
@@ -339,7 +375,7 @@ def _unit(si: int, pi: int) -> PromptRun:
         cache = caches[si]
     ids, steps, visits = decode_prompt(st["target"], st["draft"], prompt.tokens, spec,
                                        max_new_tokens=st["max_new_tokens"], rng=rng, node_metrics=st["node_metrics"],
-                                       cache=cache)
+                                       cache=cache, verify_on=st.get("verify_on", "host"))
     return PromptRun(si, pi, ids, steps, visits)
 
 
@@ -395,7 +431,8 @@ def warm_up_verifiers(specs: Sequence[DecodeSpec]) -> None:
 
 
 def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_tokens: int, seed: int = 0,
-               jobs: int = 1, node_metrics: bool = True, reuse_verifiers: bool = False, progress=None) -> DecodeRun:
+               jobs: int = 1, node_metrics: bool = True, reuse_verifiers: bool = False, progress=None,
+               verify_on: str = "auto") -> DecodeRun:
     """Decode every prompt with every configuration (``jobs`` processes; same results for any ``jobs``).
 
     Models whose ``fork_safe`` attribute is False (Hugging Face models) run in
@@ -404,8 +441,15 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
     ``node_metrics``: see :func:`decode_prompt`. ``reuse_verifiers`` keeps a :class:`~.walk.VerifierCache` per configuration
     (per process): identical outputs, less time where pairs repeat; the
     verification times then no longer measure one set-up per node.
-    ``progress(k)`` is called as units finish.
+    ``progress(k)`` is called as units finish. ``verify_on``: ``device`` verifies
+    every tree on the device of the target's logits in one batched call per step
+    (:mod:`.device_walk`; torch needed, also on the CPU), ``host`` in numpy node by
+    node, ``auto`` on the device when the target's logits are on an accelerator.
+    The two paths draw from other random streams: the same law, other tokens.
     """
+    from .device_walk import resolve_verify_on
+
+    verify_on = resolve_verify_on(verify_on, target)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -421,7 +465,8 @@ def run_decode(target, draft, prompts, specs: Sequence[DecodeSpec], *, max_new_t
     check_tree_memory(specs, target.vocab_size, processes=min(int(jobs), len(specs) * len(prompts)))
     advance = progress or (lambda k=1: None)
     _STATE.update(target=target, draft=draft, prompts=list(prompts), specs=list(specs), seed=int(seed),
-                  max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers)
+                  max_new_tokens=int(max_new_tokens), node_metrics=node_metrics, reuse_verifiers=reuse_verifiers,
+                  verify_on=verify_on)
     units = [(si, pi) for si in range(len(specs)) for pi in range(len(prompts))]
     # run prompt by prompt, every configuration in turn: the progress rate then mixes cheap and costly
     # configurations from the start, so the ETA holds (each unit has its own stream: same results)

@@ -250,6 +250,9 @@ class HFModel(NextTokenModel):
         The fallback runs its sequences in batches of at most this many tokens.
     """
 
+    #: tree_logits returns a tensor on the model's device (True, while mdsd verifies there) or a host array
+    logits_on_device = False
+
     fork_safe = False
 
     def __init__(self, model, tokenizer=None, *, name: str, vocab_size: int | None = None, scoring: str = "auto",
@@ -396,7 +399,9 @@ class HFModel(NextTokenModel):
         if not self._keep_arg:
             logits = logits[rows] if rows else logits[:0]
         at = {r: j for j, r in enumerate(rows)}
-        picked = logits[[at[r] for r in keep], : self.vocab_size].float().cpu().numpy() if keep else None
+        picked = logits[[at[r] for r in keep], : self.vocab_size].float() if keep else None
+        if picked is not None and not self.logits_on_device:
+            picked = picked.cpu().numpy()
         self._sync()
         self.forward_seconds += time.perf_counter() - start
         return picked, cache_of(out)
@@ -478,7 +483,8 @@ class HFModel(NextTokenModel):
             s, position = where[u]
             positions = sorted(set(wanted[s]))
             out[j] = rows[s][positions.index(position)]
-        return out
+        # the fallback assembles its rows on the host: one upload when the caller verifies on the device
+        return self._torch.from_numpy(out).to(self.device) if self.logits_on_device else out
 
     def _sequences(self, seqs: list[list[int]], wanted: list[list[int]]) -> list[np.ndarray]:
         """Logits at the ``wanted`` positions of each sequence: right-padded batches, no cache, causal masks."""
