@@ -24,6 +24,12 @@ at V = 32,000 and on pydoc-ngram; see
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
 rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
 verified node); see :mod:`mdsd_cli.bench_decode`                                 <= 5x per node)
+torch verification on the CPU (--verify-on       numpy's walk, same run           <= 1x per
+device), 4x3 tree, V = 2,380 and V: rrs, kseq,                                   verified node
+rrsw; with CUDA also per node on the GPU (vs
+torch.argsort there) and the verifying share of
+a step on the tiny HF pair; see
+:mod:`mdsd_cli.bench_decode`
 mdsd audit's harness, battery at n = 3, with a   the same calls in a plain loop  <= 0.2
 numpy RRS; with a trivial callable, calls/s;                                     >= 5e5 calls/s
 see :mod:`mdsd_cli.bench_audit`
@@ -71,7 +77,7 @@ class BenchConfig:
 
 
 FIGURES = ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode", "expected",
-           "audit")
+           "audit", "device")
 
 
 def random_pairs(num_pairs: int, vocab: int, seed: int, *, spread: float = 2.0, noise: float = 1.0):
@@ -196,6 +202,11 @@ def run_benchmarks(config: BenchConfig = BenchConfig(), *, figures=FIGURES, prog
         from .bench_decode import decode_overhead_rows
 
         rows += decode_overhead_rows(config, timed, _row)
+        advance()
+    if "device" in figures:
+        from .bench_decode import device_rows
+
+        rows += device_rows(config, timed, _row)
         advance()
     if "expected" in figures:
         from .bench_decode import expected_rows

@@ -20,6 +20,7 @@ node. The median over steps is reported, with the range.
 from __future__ import annotations
 
 import statistics
+import time
 
 import numpy as np
 
@@ -135,3 +136,118 @@ def expected_rows(config, timed, row) -> list[dict]:
 
 
 __all__ = ["decode_overhead_rows", "expected_rows"]
+
+
+def device_rows(config, timed, row) -> list[dict]:
+    """Rows of the ``device`` figure: verification with torch (``--verify-on device``) against numpy.
+
+    On the CPU, per verified node on the synthetic ``4x3`` tree at V = 2,380 and V, for ``rrs``,
+    ``kseq`` and ``rrsw``: torch's walk (the visited nodes, one call each) against numpy's, both
+    timed in the same run (target: torch no slower, ratio <= 1). The first device decode of the
+    process (torch's one-time warm-up) is timed apart and stated. With CUDA, also: one batched call
+    verifying every internal node of a ``4x3`` tree (21) at V on the GPU, per node, against one
+    ``torch.argsort`` of V there; and on the tiny Hugging Face pair on the GPU, the share of a
+    decode step spent verifying.
+    """
+    import torch
+
+    from .decode import plan_decode, run_decode
+    from .models.synthetic import synthetic_models, synthetic_prompts
+
+    rows = []
+    for V in dict.fromkeys((config.decode_vocab, config.vocab)):
+        target, draft = synthetic_models(V, seed=config.seed)
+        prompts = synthetic_prompts(config.decode_prompts, V, seed=config.seed)
+        for verifier in ("rrs", "kseq", "rrsw"):
+            specs, _ = plan_decode(["4x3"], [verifier], temperatures=[1.0], vocab_size=V, baselines=False)
+            t0 = time.perf_counter()
+            run_decode(target, draft, prompts[:1], specs, max_new_tokens=2, seed=config.seed, node_metrics=False,
+                       verify_on="device")
+            first = time.perf_counter() - t0
+            per_node = {}
+            for where in ("host", "device"):
+                run = run_decode(target, draft, prompts, specs, max_new_tokens=config.decode_tokens,
+                                 seed=config.seed, node_metrics=False, verify_on=where)
+                steps = np.concatenate([r.steps for r in run.runs])
+                visits = sum(r.visits.shape[0] for r in run.runs)
+                each = steps[:, S["verify_seconds"]] / np.maximum(steps[:, S["accepted"]] + 1, 1)
+                per_node[where] = (float(steps[:, S["verify_seconds"]].sum() / max(visits, 1)),
+                                   float(each.min()), float(each.max()), visits)
+            host, device = per_node["host"], per_node["device"]
+            ratio = device[0] / host[0]
+            rows.append(row(f"torch verification on CPU, {verifier}, 4x3 tree", 4, V, device[3], device[:3],
+                            "numpy walk (same run)", host[:3], target="<= 1x numpy per verified node",
+                            ratio=ratio, passed=ratio <= 1.0,
+                            note=f"per verified node: torch {device[0] * 1e3:.3f} ms, numpy {host[0] * 1e3:.3f} ms; "
+                                 f"first device decode of the process (torch warm-up included) {first:.2f} s"))
+    if torch.cuda.is_available():
+        rows += _cuda_rows(config, timed, row)
+    return rows
+
+
+def _cuda_rows(config, timed, row) -> list[dict]:
+    """The GPU section of the ``device`` figure (see :func:`device_rows`)."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from .decode import parse_tree, plan_decode, run_decode
+    from .decode.drafting import grow_tree
+    from .models import Prompt, load_hf_pair
+    from .models.synthetic import synthetic_models
+    from .models.tiny import build_tiny_pair
+    from .samplers import get_sampler
+    from .verifiers import device as dv
+
+    rows = []
+    V = config.vocab
+    target, draft = synthetic_models(V, seed=config.seed)
+    rng = np.random.default_rng(config.seed)
+    tree = grow_tree(draft, [1, 2, 3], parse_tree("4x3"), get_sampler("iid"), 1.0, rng)
+    internal = [u for u in range(tree.size) if tree.children[u]]
+    logits = torch.as_tensor(np.asarray(target.tree_logits([1, 2, 3], tree.parents, tree.tokens,
+                                                           range(tree.size)))[internal], device="cuda")
+    Q = torch.as_tensor(np.stack([tree.q[u] for u in internal]), device="cuda")
+    X = torch.as_tensor(np.stack([tree.drafts[u] for u in internal]).astype(np.int64), device="cuda")
+    P = dv.tempered_torch(logits, 1.0)
+    g = torch.Generator(device="cuda").manual_seed(config.seed)
+    key = torch.rand(V, device="cuda")
+
+    def argsort():
+        torch.argsort(key)
+        torch.cuda.synchronize()
+
+    base = timed(argsort, config.repeats)
+    for verifier in ("rrs", "kseq", "rrsw"):
+        sampler = "wor" if verifier == "rrsw" else "iid"
+
+        def verify(verifier=verifier, sampler=sampler):
+            dv.verify_nodes(verifier, P, Q, X, g, sampler).tokens.cpu()
+
+        stats = timed(verify, config.repeats)
+        each = tuple(s / len(internal) for s in stats)
+        rows.append(row(f"torch verification on CUDA, {verifier}, 4x3 tree (21 nodes, one call)", 4, V,
+                        len(internal), each, "torch.argsort on the GPU", base, target="report",
+                        ratio=each[0] / base[0], passed=True,
+                        note=f"one call for the tree's 21 internal nodes: {stats[0] * 1e3:.2f} ms "
+                             f"({torch.cuda.get_device_name()})"))
+    with tempfile.TemporaryDirectory() as root:
+        t_dir, d_dir = build_tiny_pair(Path(root), family="llama", seed=1)
+        pair = load_hf_pair(str(t_dir), str(d_dir), device="cuda")
+        prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in
+                   enumerate(["def main():", "import numpy as np", "for i in range(10):"])]
+        specs, _ = plan_decode(["4x3"], ["rrs"], temperatures=[1.0], vocab_size=pair.vocab_size, baselines=False)
+        run_decode(pair.target, pair.draft, prompts[:1], specs, max_new_tokens=4, seed=0, verify_on="device")
+        run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=32, seed=0, node_metrics=False,
+                         verify_on="device")
+        steps = np.concatenate([r.steps for r in run.runs])
+        parts = ("draft_seconds", "tree_seconds", "target_seconds", "verify_seconds", "cache_seconds")
+        total = sum(steps[:, S[c]].sum() for c in parts)
+        share = steps[:, S["verify_seconds"]].sum() / total
+        per_step = tuple(float(x) for x in (np.median(steps[:, S["verify_seconds"]]),
+                                            steps[:, S["verify_seconds"]].min(), steps[:, S["verify_seconds"]].max()))
+        rows.append(row("share of a decode step verifying, tiny HF pair on CUDA, 4x3 rrs", 4, pair.vocab_size,
+                        steps.shape[0], per_step, "-", None, target="report", ratio=share, passed=True,
+                        note=f"verification {share:.1%} of a step's time ({steps.shape[0]} steps)"))
+    return rows

@@ -537,3 +537,40 @@ def test_a_checkpoint_that_does_not_match_its_config_or_is_damaged_is_refused(di
                   "--out", out)
     assert res.exit_code == 1 and "Traceback" not in res.stderr and not out.exists(), res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("Error: "), res.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run by benchmarks/gpu_check.py)")
+def test_on_cuda_the_device_path_is_greedy_at_t0_and_lossless(tmp_path):
+    """Issue 27 on a GPU: the pair on CUDA, --verify-on auto verifies there (the whole tree in one call); T = 0
+    gives the target's greedy ids for every verifier, and the two-token law holds for rrs, kseq and rrsw."""
+    target_dir, _ = build_tiny_pair(tmp_path / "a", family="llama", seed=1, **LAW_TINY)
+    _, draft_dir = build_tiny_pair(tmp_path / "b", family="gpt2", seed=2, **LAW_TINY)
+    pair = load_hf_pair(str(target_dir), str(draft_dir), device="cuda")
+    pair.target.eos_token_id = None
+    assert str(pair.target.device).startswith("cuda")
+    prompts = [Prompt(i, LAW_PROMPT) for i in range(3)]
+    specs = [spec for v, s in LAWS for spec in hf_specs(v, s, "2x2" if v in ("hub", "otm") else "paths:3x2", 0.0,
+                                                        pair.vocab_size)]
+    run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=8, seed=0, node_metrics=False)
+    for r in run.runs:
+        assert r.generated == greedy_oracle(pair.target, LAW_PROMPT, 8), run.specs[r.spec].label
+    V = pair.vocab_size
+    first = torch.softmax(torch.from_numpy(plain_logits_on(pair.target, LAW_PROMPT)).double(), -1).numpy()
+    second = np.stack([torch.softmax(torch.from_numpy(plain_logits_on(pair.target, [*LAW_PROMPT, y])).double(),
+                                     -1).numpy() for y in range(V)])
+    law = first[:, None] * second
+    for verifier, sampler, name in [("rrs", "iid", "2x2"), ("kseq", "iid", "paths:3x2"), ("rrsw", "wor", "3,1")]:
+        many = [Prompt(i, LAW_PROMPT) for i in range(RUNS)]
+        run = run_decode(pair.target, pair.draft, many, hf_specs(verifier, sampler, name, 1.0, V), max_new_tokens=2,
+                         seed=0, node_metrics=False)
+        counts = np.zeros((V, V))
+        for r in run.runs:
+            counts[r.generated[0], r.generated[1]] += 1
+        assert g_test(counts, law) >= FAMILY_ALPHA / 3, (verifier, counts, law * RUNS)
+
+
+def plain_logits_on(model: HFModel, context) -> np.ndarray:
+    """:func:`plain_logits` for a model on any device."""
+    with torch.no_grad():
+        out = model.model(input_ids=torch.tensor([list(context)], device=model.device))
+    return out.logits[0, -1, : model.vocab_size].float().cpu().numpy()

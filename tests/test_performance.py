@@ -72,7 +72,7 @@ def test_run_benchmarks_quick_gives_every_figure():
     lp = next(r for r in rows if r["figure"] == "chain vs primal-lp")
     assert "|alpha_lp - alpha_chain| = " in lp["note"]  # the agreement of the two values is reported
     assert FIGURES == ("iid", "greedy", "wor", "batch", "rates", "rrsw", "lp", "memory", "optimal", "decode",
-                       "expected", "audit")
+                       "expected", "audit", "device")
     expected = [r for r in rows if r["figure"].startswith("expected tau(c)")]
     assert [r["figure"].split(", ")[1] for r in expected] == ["exact", "exact", "sampled drafts",
                                                               "monte-carlo"]
@@ -156,3 +156,18 @@ def test_negative_zero_entries_behave_like_zero():
             assert optimal_acceptance(neg_p, neg_q, 3, sampler=sampler) == optimal_acceptance(p, q, 3, sampler=sampler)
         for name in ("rrs", "kseq"):
             assert acceptance_rate(name, neg_p, neg_q, 3) == pytest.approx(acceptance_rate(name, p, q, 3), abs=1e-15)
+
+
+def test_the_device_figure_times_torch_against_numpy_in_the_same_run():
+    """Issue 27: torch verification on the CPU per verified node, against numpy's walk timed in the same run."""
+    from dataclasses import replace
+
+    config = replace(BenchConfig.quick(), repeats=1, vocab=3000, decode_tokens=6)
+    rows = run_benchmarks(config, figures=("device",))
+    cpu = [r for r in rows if r["figure"].startswith("torch verification on CPU")]
+    assert [(r["figure"].split(", ")[1], r["vocab"]) for r in cpu] == [
+        (v, V) for V in (2380, 3000) for v in ("rrs", "kseq", "rrsw")]
+    for r in cpu:
+        assert r["baseline"] == "numpy walk (same run)" and r["baseline_s"] > 0 and r["pairs"] > 0
+        assert r["ratio"] == pytest.approx(r["median_s"] / r["baseline_s"])
+        assert "first device decode of the process" in r["note"]

@@ -1,30 +1,36 @@
-"""The verification walk with the verifiers on the target's device: every node of a tree at once.
+"""The verification walk with the verifiers on the target's device (:mod:`mdsd_cli.verifiers.device`).
 
 :func:`~.walk.walk_per_node` moves each visited node's logits to the host and
-verifies it in numpy, one node at a time. Here the whole tree is verified in one
-batched call on the device where the target's logits are (:mod:`mdsd_cli.verifiers.device`):
+verifies it in numpy, one node at a time. :func:`walk_on_device` keeps the
+target's logits where they are (float64 tempering there) and verifies in one of
+two ways:
 
-1. temper every node's logits on the device (float64);
-2. verify every internal node with its own drafts (one uniform each) and draw a
-   bonus token at every leaf (one uniform each), in one call each;
-3. copy the ``tree.size`` output tokens to the host — the only synchronisation of a
-   step — and walk down them: at node ``u``, the child holding ``u``'s output token
-   (the first in template order) or stop; at a leaf, its bonus token.
+* **batched** (the default off the CPU): every internal node of the tree is
+  verified in one call, with its own drafts and one uniform, and every leaf draws
+  its bonus token in another; then the ``tree.size`` output tokens are copied to
+  the host — the only synchronisation of a step — and the walk reads them: at
+  node ``u`` the child holding ``u``'s token (the first in template order), or
+  stop; at a leaf, its bonus token. On a GPU the nodes run in parallel, so the
+  step costs about one node's kernels.
+* **visited nodes only** (the default on the CPU, where a batch would spend its
+  time on nodes the walk never reaches): one call per visited node, and one copy
+  of its token, on which the walk must branch.
 
 Lossless for the same reason as the host walk: every node's output is drawn from
 its verifier's exact conditional law with its own uniform, independent of the
-others, and the walk reads the nodes it visits only. Outputs of nodes it never
-reaches are discarded unread. The draft distributions (host arrays from the
-drafting) go to the device in one copy per step.
+others, and the walk reads the nodes it visits only (a batch's other outputs are
+discarded unread). The draft distributions (host arrays from the drafting) go to
+the device in one copy per step (batched) or per visit.
 
 The uniforms come from a ``torch.Generator`` on that device, seeded per step from
 the decode's numpy stream, so a run is reproducible for a seed (on one device);
 it is another stream than the host walk's, so the tokens differ from the host
 path's for the same seed while their law is the same.
 
-``otm``, ``optimal-iid`` and ``optimal-wor`` have no device form: their nodes are
-tempered on the device and only the visited nodes' rows are copied to the host,
-one row per visit (``[V]`` float64), and verified by the numpy class.
+``otm``, ``optimal-iid`` and ``optimal-wor`` have no device form: only the visited
+nodes' tempered rows are copied to the host, one ``[V]`` float64 row per visit,
+and verified by the numpy class. The sequence-level verifiers (``block``,
+``traversal``) run on the host (their logits are copied once per step).
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from .walk import Visit, WalkResult
 
 #: Where ``mdsd decode`` verifies: ``auto`` is ``device`` when the target's logits are on an accelerator.
 VERIFY_ON = ("auto", "device", "host")
+#: Verify the whole tree in one call on the CPU too (the tests set it to check that path without a GPU).
+BATCH_ON_CPU = False
 
 
 def logits_device(model) -> str:
@@ -81,25 +89,35 @@ def as_device_rows(model, logits, rows: int, device: str):
 
 
 def walk_on_device(tree: DraftTree, logits, temperature: float, verifier: str, sampler: str, generator, *,
-                   eos_token_id: int | None = None, conditional_acceptance: bool = True) -> WalkResult:
+                   eos_token_id: int | None = None, conditional_acceptance: bool = True,
+                   batched: bool | None = None) -> WalkResult:
     """Walk ``tree`` with every node verified on the device of ``logits`` (see the module docstring).
 
     ``logits``: the target's logits at every node, a float tensor ``[tree.size, V]`` on the
-    device. ``generator``: a ``torch.Generator`` on that device. ``seconds`` covers tempering,
-    the batched verification and the one copy of the tokens; with ``conditional_acceptance`` each
-    visit's ``P(Y in X | X)`` is computed outside that time (the visited rows are then copied to
-    the host, as ``p`` and ``q`` of the :class:`~.walk.Visit`).
+    device. ``generator``: a ``torch.Generator`` on that device. ``batched``: verify every node
+    of the tree in one call and copy the tokens once (the default off the CPU, where the nodes
+    run in parallel), or only the nodes the walk visits, one call and one copy of a token each
+    (the default on the CPU, where the batch would spend its time on nodes never visited).
+    Either way each node uses one uniform of ``generator`` (batched: in node order; else in the
+    order of the visits). ``seconds`` covers tempering, the verification and the copies; with
+    ``conditional_acceptance`` each visit's ``P(Y in X | X)`` is computed outside that time (the
+    visited rows are then copied to the host, as ``p`` of the :class:`~.walk.Visit`).
     """
-    import torch
-
     from ..verifiers import device as dv
 
     t0 = time.perf_counter()
+    if verifier in dv.HOST_VERIFIERS:
+        return _walk_host_rows(tree, logits, temperature, verifier, sampler, generator, t0, eos_token_id)
+    if batched is None:
+        batched = logits.device.type != "cpu" or BATCH_ON_CPU
+    if not batched:
+        return _walk_visited(tree, logits, temperature, verifier, sampler, generator, t0, eos_token_id,
+                             conditional_acceptance)
+    import torch
+
     P = dv.tempered_torch(logits, temperature)
     internal = [u for u in range(tree.size) if tree.children[u]]
     leaves = [u for u in range(tree.size) if not tree.children[u]]
-    if verifier in dv.HOST_VERIFIERS:
-        return _walk_host_rows(tree, P, internal, verifier, sampler, generator, t0, eos_token_id)
     # a node may hold fewer drafts than its n (a draft law without replacement runs out of tokens): -1 pads
     width = max(len(tree.drafts[u]) for u in internal)
     X = np.full((len(internal), width), -1, dtype=np.int64)
@@ -147,20 +165,57 @@ def walk_on_device(tree: DraftTree, logits, temperature: float, verifier: str, s
     return WalkResult(ys, sum(v.accepted for v in visits), visits, seconds, leaf)
 
 
-def _walk_host_rows(tree, P, internal, verifier, sampler, generator, t0, eos_token_id) -> WalkResult:
+def _walk_visited(tree, logits, temperature, verifier, sampler, generator, t0, eos_token_id,
+                  conditional_acceptance) -> WalkResult:
+    """The walk verifying only the nodes it visits, each in a call of its own on the device."""
+    import torch
+
+    from ..verifiers import device as dv
+
+    device = logits.device
+    out, visits, laws = [], [], []
+    u, leaf = 0, None
+    while True:
+        p = dv.tempered_torch(logits[u], temperature)
+        if not tree.children[u]:
+            out.append(int(dv.sample_bonus(p, generator)[0].cpu()))
+            leaf = u
+            break
+        drafts = torch.as_tensor(np.asarray(tree.drafts[u], dtype=np.int64)[None, :], device=device)
+        q = torch.as_tensor(tree.q[u][None, :], device=device)
+        law = dv.output_law(verifier, p, q, drafts, sampler, n=torch.as_tensor([tree.n[u]], device=device))
+        y = int(dv.sample_from_laws(law, torch.rand(1, generator=generator, dtype=torch.float64,
+                                                    device=device))[0].cpu())  # the walk branches on it
+        out.append(y)
+        nxt = next((c for c in tree.children[u] if tree.tokens[c] == y), None)
+        visits.append(Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], None, tree.q[u], y, nxt is not None))
+        laws.append((p, law))
+        if nxt is None or (eos_token_id is not None and y == eos_token_id):
+            break
+        u = nxt
+    seconds = time.perf_counter() - t0
+    if conditional_acceptance:  # outside the time
+        for visit, (p, law) in zip(visits, laws):
+            visit.p = p[0].cpu().numpy()
+            visit.acceptance = float(law[0].cpu().numpy()[np.unique(visit.drafts)].sum())
+    return WalkResult(out, sum(v.accepted for v in visits), visits, seconds, leaf)
+
+
+def _walk_host_rows(tree, logits, temperature, verifier, sampler, generator, t0, eos_token_id) -> WalkResult:
     """The optimal verifiers: a walk on the host over the visited rows only (one ``[V]`` copy per visit),
     with a numpy stream seeded from ``generator``."""
     import torch
 
+    from ..verifiers import device as dv
     from ..verifiers import get_verifier
 
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=P.device).cpu())
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=logits.device).cpu())
     rng = np.random.default_rng(seed)
     cls = get_verifier(verifier)
     out, visits = [], []
     u, leaf = 0, None
     while True:
-        p = P[u].cpu().numpy()
+        p = dv.tempered_torch(logits[u], temperature)[0].cpu().numpy()
         if not tree.children[u]:
             out.append(int(sample_from_law(p, 1, rng)[0]))
             leaf = u
