@@ -30,7 +30,7 @@ path's for the same seed while their law is the same.
 ``otm``, ``optimal-iid`` and ``optimal-wor`` have no device form: only the visited
 nodes' tempered rows are copied to the host, one ``[V]`` float64 row per visit,
 and verified by the numpy class. The sequence-level verifiers (``block``,
-``traversal``) run on the host (their logits are copied once per step).
+``traversal``) run on the device too, in :mod:`.device_sequence`.
 """
 
 from __future__ import annotations

@@ -251,7 +251,8 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
 
     ``verify_on="device"`` verifies every node of a tree in one batched call on
     the device of the target's logits (:func:`~.device_walk.walk_on_device`; the
-    sequence-level verifiers stay on the host); ``"host"`` walks in numpy.
+    sequence-level verifiers by :func:`~.device_sequence.walk_sequence_on_device`);
+    ``"host"`` walks in numpy.
 
     Both models' caches are emptied first (``reset_cache``), so a prompt's
     tokens do not depend on what ran before. Time a model spends on its KV-cache
@@ -284,10 +285,11 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     sampler = get_sampler(spec.sampler)
     sequence = SEQUENCE_VERIFIERS.get(spec.verifier)
     verifier_cls = None if sequence else get_verifier(spec.verifier)
-    on_device = verify_on == "device" and sequence is None
+    on_device = verify_on == "device"
     if on_device:
         import torch
 
+        from .device_sequence import walk_sequence_on_device
         from .device_walk import as_device_rows, logits_device, walk_on_device
 
         device = logits_device(target)
@@ -308,8 +310,12 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
             target_seconds = time.perf_counter() - t0 - target_cache
             if on_device:
                 generator.manual_seed(int(rng.integers(2**63)))
-                walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator, eos_token_id=eos,
-                                      conditional_acceptance=node_metrics)
+                if sequence is not None:
+                    walk = walk_sequence_on_device(spec.verifier, tree, logits, T, spec.sampler, generator,
+                                                   eos_token_id=eos, visit_rows=node_metrics)
+                else:
+                    walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator, eos_token_id=eos,
+                                          conditional_acceptance=node_metrics)
             elif sequence is not None:
                 walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
             else:
