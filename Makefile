@@ -11,7 +11,7 @@ SWEEPS := draft-samplers verifier-gap num-drafts scaling
 EXPERIMENTS := $(SWEEPS) tree-decode draft-design
 SCRIPTS := sequence-level
 JOBS ?= 2
-.PHONY: help install test lint bound bench clean reproduce figures findings check-results $(EXPERIMENTS) $(SCRIPTS)
+.PHONY: help install test lint bound bench clean reproduce figures findings check-results train-pystdlib-check $(EXPERIMENTS) $(SCRIPTS)
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -76,6 +76,10 @@ check-results: $(STAMP) ## Compare the tables in results/ with the committed one
 findings: $(STAMP) ## Check the expected findings against results/ and write results/FINDINGS.md
 	@$(BIN)/python experiments/findings.py results > results/FINDINGS.md.tmp && mv results/FINDINGS.md.tmp results/FINDINGS.md
 	@cat results/FINDINGS.md
+
+train-pystdlib-check: $(STAMP) ## Retrain the shipped pystdlib pair (~20 min, 2 cores); held-out perplexities within 2% of its manifest
+	@$(BIN)/python -m mdsd_cli.models.train --out build/pystdlib-check --seed 0 \
+		--check mdsd_cli/models/pystdlib/manifest.json
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
