@@ -13,7 +13,7 @@ from mdsd_cli.errors import InputError
 from mdsd_cli.verifiers import VERIFIERS
 from mdsd_cli.verifiers.base import sample_from_laws as numpy_sample_from_laws
 
-from .conftest import random_pair
+from .conftest import SUBPROCESS_TIMEOUT, random_pair
 
 torch = pytest.importorskip("torch")
 device = pytest.importorskip("mdsd_cli.verifiers.device")
@@ -317,7 +317,8 @@ def test_validate_checks_the_rows_and_n():
 
 def test_importing_the_module_does_not_import_torch():
     code = "import sys, mdsd_cli.verifiers.device; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=SUBPROCESS_TIMEOUT)
     assert out.stdout.strip() == "False"
 
 

@@ -432,6 +432,8 @@ def _kseq_rho_host(sorted_key, p_in, q_in, ns) -> list[float]:
     on the CPU a torch launch per step of ~60 steps costs more than the whole numpy set-up at small V."""
     import numpy as np
 
+    from .kseq import bisect_rho
+
     out = []
     for key, pin, qin, n in zip(sorted_key, p_in, q_in, ns):
         p_total = pin[-1]
@@ -441,19 +443,7 @@ def _kseq_rho_host(sorted_key, p_in, q_in, ns) -> list[float]:
             s = rho * qin[k] + (p_total - pin[k])
             return s - 1.0 + (1.0 - s / rho) ** n
 
-        lo, hi = 1.0, float(n)
-        if f(lo) >= 0:
-            hi = lo
-        else:
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                if f(mid) >= 0:
-                    hi = mid
-                else:
-                    lo = mid
-                if hi - lo <= BISECTION_TOL * hi:
-                    break
-        out.append(hi)
+        out.append(bisect_rho(f, n, BISECTION_TOL))
     return out
 
 

@@ -20,6 +20,23 @@ from .base import PreparedVerifier, drafted_mass, sample_from_law
 from .residual import ResidualFamily
 
 
+def bisect_rho(f, n: int, tol: float = 4e-16) -> float:
+    """The smallest ``rho`` in ``[1, n]`` with ``f(rho) >= 0``, by bisection until ``hi - lo <= tol hi``
+    (``f`` increasing; ``rho = 1`` when ``f(1) >= 0``)."""
+    lo, hi = 1.0, float(n)
+    if f(lo) >= 0:
+        return lo
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if f(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= tol * hi:
+            break
+    return hi
+
+
 class KSeq(PreparedVerifier):
     name = "kseq"
     description = "SpecTr K-SEQ, iid drafts"
@@ -40,19 +57,7 @@ class KSeq(PreparedVerifier):
             s = S(rho)
             return s - 1.0 + (1.0 - s / rho) ** n
 
-        lo, hi = 1.0, float(n)
-        if f(lo) >= 0:
-            hi = lo
-        else:
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                if f(mid) >= 0:
-                    hi = mid
-                else:
-                    lo = mid
-                if hi - lo <= 4e-16 * hi:
-                    break
-        self.rho = hi
+        self.rho = bisect_rho(f, n)
         self.beta = S(self.rho) / self.rho
         accept_total = 1.0 - (1.0 - self.beta) ** n
         self.scale = accept_total / self.beta if self.beta > 0 else self.rho
