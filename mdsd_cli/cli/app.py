@@ -102,4 +102,11 @@ def main() -> None:
     from .._malloc import tune_allocator
 
     tune_allocator()
-    app(prog_name="mdsd")
+    try:
+        app(prog_name="mdsd")
+    finally:
+        # CPython 3.11: a KeyboardInterrupt that passes through code run by exec(<string>) (numba and
+        # dataclasses generate code that way) sets the interpreter's "unhandled Ctrl-C" flag even when
+        # the CLI catches it; `python -m mdsd_cli` then dies by SIGINT instead of exiting 130. Any
+        # exec(<string>) resets that flag on entry.
+        exec("None")

@@ -126,7 +126,7 @@ def _anderson(fixed_map, x0, *, depth=6, tol=1e-13, max_iter=300, clip=None):
     """
     x = x0
     X, R = [], []
-    best = math.inf
+    best, best_x = math.inf, x0
     res = math.inf
     for it in range(1, max_iter + 1):
         gx = fixed_map(x)
@@ -138,7 +138,8 @@ def _anderson(fixed_map, x0, *, depth=6, tol=1e-13, max_iter=300, clip=None):
             return gx, it, res
         if res > 2.0 * best:  # extrapolation went astray: restart from the plain step
             X, R = [], []
-        best = min(best, res)
+        if res < best:
+            best, best_x = res, gx
         X.append(gx)
         R.append(r)
         if len(R) > depth:
@@ -157,7 +158,9 @@ def _anderson(fixed_map, x0, *, depth=6, tol=1e-13, max_iter=300, clip=None):
                 X, R = [gx], [r]
         if clip is not None:
             x = np.clip(x, *clip)
-    return x, max_iter, res
+    # not converged: the map's own rounding noise (its inner Newton solves) can keep the residual
+    # above tol and make the extrapolation jump; hand back the best point seen, not the last
+    return best_x, max_iter, best
 
 
 def _solve_blocks(blocks, first_tail, V, K, t, method, solve):
@@ -514,6 +517,8 @@ def _solve_pair_block(block: _PairBlock, *, tol=1e-11):
     # tokens pinned at the weight floor keep the exact phase from going much below
     # 1e-11 here; alpha* is then met to ~1e-11 (small V is solved exactly by enumeration)
     m, it2, residual = _anderson(lambda x: fixed_map(x, exact=True), m, tol=tol, max_iter=10, clip=(0.0, 1.0))
+    if residual >= tol:  # not converged: the weights of the best sums seen, not of the last map
+        fixed_map(m, exact=True)
     w = np.exp(state["x"])
     s_w = block.grid(w.min(), w.max())
     c, _ = block.law(w, s_w, *block.sums(w, s_w))
