@@ -67,7 +67,7 @@ VERIFY_COLUMNS = ["verifier", "verifier_heldout"]
 def optimal_verifier_for(spec: str, n: int) -> str | None:
     """The verifier that reaches α* of draft law ``spec`` at full vocabulary, if there is one:
     ``optimal-iid`` for iid drafts, ``optimal-wor`` for wor drafts at n <= 16 (any transform of q)."""
-    from .verifiers.chords import MAX_CHORD_DRAFTS
+    from .verifiers.optimal.chords import MAX_CHORD_DRAFTS
 
     s = get_sampler(spec)
     if s.kind == "iid":

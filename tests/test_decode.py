@@ -673,7 +673,7 @@ def test_verifier_kernels_are_loaded_before_the_clock_starts():
 
     code = (
         "from mdsd_cli import _jit\n"
-        "from mdsd_cli.verifiers import _optimal_kernels as k\n"
+        "from mdsd_cli.verifiers.optimal import _curtain_kernels as k\n"
         "from mdsd_cli.decode import plan_decode\n"
         "from mdsd_cli.decode.engine import warm_up_verifiers\n"
         "kernels = [f for f in vars(k).values() if hasattr(f, 'signatures')]\n"

@@ -130,7 +130,7 @@ def test_optimal_wor_hundreds_of_small_cases():
 
 
 def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
-    import mdsd_cli.verifiers.optimal as optimal
+    import mdsd_cli.verifiers.optimal.wor as optimal
 
     rng = np.random.default_rng(8)
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)  # force the full-vocabulary path at small V
@@ -152,7 +152,7 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
 def test_optimal_wor_pair_formula_with_a_dominant_draft_token(monkeypatch, rest):
     """q(0) near 1 (cold drafts): 1 - q(0) is rounding error and q/(1-q) huge; the law of
     the dominant token must come from the other tokens' sums (it once gave c(0) = 5)."""
-    import mdsd_cli.verifiers.optimal as optimal
+    import mdsd_cli.verifiers.optimal.wor as optimal
 
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)
     monkeypatch.setattr(optimal, "FAST_PAIRS", False)
@@ -223,7 +223,7 @@ def _piece_value(a, b, n):
 def curtain_candidate_law(v: OptimalIID, block: int, *, direction=None):
     """The law of the chosen draft in one block, from the coupling's pieces alone: each token's
     marks are lambda-mixtures of parts A and B of its chunk, so c_y = q_y * E[n u^(n-1)]."""
-    from mdsd_cli.verifiers.curtain import Curtain
+    from mdsd_cli.verifiers.optimal.curtain import Curtain
 
     ch = v.chain
     a, e = int(ch.cuts[block]), int(ch.cuts[block + 1])
@@ -303,7 +303,7 @@ def test_optimal_iid_on_the_cases_its_fast_path_specialises():
 
 
 def test_compiled_chain_plan_equals_the_numpy_reference():
-    from mdsd_cli.verifiers.candidate import iid_chain, iid_chain_numpy
+    from mdsd_cli.verifiers.optimal.candidate import iid_chain, iid_chain_numpy
 
     rng = np.random.default_rng(12)
     for trial in range(200):
@@ -325,8 +325,9 @@ def test_compiled_chain_plan_equals_the_numpy_reference():
 
 def test_the_pure_python_kernels_agree_with_the_compiled_ones():
     from mdsd_cli._jit import numba_enabled
-    from mdsd_cli.verifiers import _optimal_kernels as k
-    from mdsd_cli.verifiers.candidate import _packed_chain_order
+    from mdsd_cli.verifiers.optimal import _candidate_kernels as k
+    from mdsd_cli.verifiers.optimal import _curtain_kernels as kc
+    from mdsd_cli.verifiers.optimal.candidate import _packed_chain_order
 
     if not numba_enabled():
         pytest.skip("numba is off: the plain functions are the only ones")
@@ -350,7 +351,7 @@ def test_the_pure_python_kernels_agree_with_the_compiled_ones():
     args = (np.ascontiguousarray(ch.qs[a:e][::-1]), np.ascontiguousarray(ch.ts[a:e][::-1]), 0.0, 3, 1.0, 4, 64,
             1e-13, m + 1)
     res = []
-    for fn in (k._curtain, k._curtain.py_func):
+    for fn in (kc._curtain, kc._curtain.py_func):
         arrays = (np.empty(m, np.int64), np.empty(m), np.empty(m), np.empty(m), np.empty(m),
                   np.empty(m + 1, np.int64), np.empty(3 * m + 3), np.empty(3 * m + 3))
         res.append((fn(*args, *arrays), arrays))

@@ -71,8 +71,8 @@ def test_boundary_choice_uses_the_order_of_the_drafts():
 def test_fallback_blocks_stay_exact(monkeypatch, enumerable):
     """Blocks whose check fails (here: forced on every other block) use Luce weights, by
     enumeration or (as at full vocabulary) by quadrature."""
-    import mdsd_cli.verifiers.boundary as boundary
-    import mdsd_cli.verifiers.optimal as optimal
+    import mdsd_cli.verifiers.optimal.boundary as boundary
+    import mdsd_cli.verifiers.optimal.wor as optimal
 
     if not enumerable:
         monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)

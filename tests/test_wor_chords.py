@@ -8,9 +8,9 @@ import pytest
 from mdsd_cli import optimal_acceptance
 from mdsd_cli.samplers import get_sampler
 from mdsd_cli.verifiers import enumerated_rate, output_distribution
-from mdsd_cli.verifiers._chord_kernels import _segment_rule
-from mdsd_cli.verifiers.chords import ChordPlan, segment_rule_decimal
 from mdsd_cli.verifiers.optimal import OptimalWOR
+from mdsd_cli.verifiers.optimal._chord_kernels import _segment_rule
+from mdsd_cli.verifiers.optimal.chords import ChordPlan, segment_rule_decimal
 
 
 def _ordered_tuples(q, n):
@@ -125,7 +125,7 @@ def test_chord_mixture_is_the_candidate_law_at_larger_vocabulary():
     """Without enumeration (V = 3,000, n = 4 and 8): every block's tree of splits mixes the
     flat chord laws into exactly t, and every level's weight is a probability."""
     from mdsd_cli import zipf_pairs
-    from mdsd_cli.verifiers.candidate import chain_targets
+    from mdsd_cli.verifiers.optimal.candidate import chain_targets
 
     pair = zipf_pairs(1, 3000, seed=12)
     p, q = pair.target[0], pair.draft[0]

@@ -1,5 +1,5 @@
 """Compiled kernels of the boundary-mark construction for pairs without replacement
-(:mod:`~mdsd_cli.verifiers.boundary`): the isotonic ``b`` and the left curtain of the
+(:mod:`~mdsd_cli.verifiers.optimal.boundary`): the isotonic ``b`` and the left curtain of the
 first drafts onto point masses, one priority block at a time, plus the exact check.
 
 Imported on first use (numba when enabled; plain Python with ``MDSD_DISABLE_NUMBA=1``).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import kernel as _jit
+from ..._jit import kernel as _jit
 
 
 @_jit
@@ -111,6 +111,33 @@ def _fb(d, a, r, top, C, IC, v, m):
 
 
 @_jit
+def _narrow(x, f, mid, lo, hi, flo, fhi, klo, khi):
+    """One step of a bisection over breakpoints: the value ``f`` at ``x`` (breakpoint ``mid``)
+    replaces the low end of the bracket ``[lo, hi]`` (values ``flo <= 0 <= fhi``) when ``f <= 0``,
+    else the high end; the breakpoint range ``[klo, khi]`` shrinks to match. Returns the new
+    ``(lo, hi, flo, fhi, klo, khi)``."""
+    if f <= 0.0:
+        return x, hi, f, fhi, mid + 1, khi
+    return lo, x, flo, f, klo, mid - 1
+
+
+@_jit
+def _bisect_window(off, lo_d, hi_d, glo, ghi, a, r, top, C, IC, v, m):
+    """Narrow the bracket ``[lo_d, hi_d]`` of the window ``[top + d, top + d + r]`` (``glo <= 0 <= ghi``:
+    :func:`_fb` at its ends) by bisection over the ``C_k`` that the point ``top + d + off`` crosses
+    (``off = 0``: the window's lower end; ``off = r``: its upper end). Returns the new
+    ``(lo_d, hi_d, glo, ghi)``."""
+    kl = np.searchsorted(C, top + lo_d + off, side="right")
+    kh = np.searchsorted(C, top + hi_d + off, side="left") - 1
+    while kl <= kh:
+        mid = (kl + kh) // 2
+        dm = min(max(C[mid] - top - off, lo_d), hi_d)
+        gm = _fb(dm, a, r, top, C, IC, v, m)
+        lo_d, hi_d, glo, ghi, kl, kh = _narrow(dm, gm, mid, lo_d, hi_d, glo, ghi, kl, kh)
+    return lo_d, hi_d, glo, ghi
+
+
+@_jit
 def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
     """Left curtain of the atoms ``(a_j, r_j)`` (in the order ``order``, increasing ``a``)
     onto the uniform measure of ``[0, C[m + 1]]`` pushed by ``v``: each atom takes a window
@@ -174,10 +201,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                 else:
                     xm = min(max(xm, lo_x), hi_x)
                     fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
-                if fm <= 0.0:
-                    lo_x, flo, kl = xm, fm, mid + 1
-                else:
-                    hi_x, fhi, kh = xm, fm, mid - 1
+                lo_x, hi_x, flo, fhi, kl, kh = _narrow(xm, fm, mid, lo_x, hi_x, flo, fhi, kl, kh)
             # 2. the lower end crosses stack piece boundaries (the upper end now stays in
             # segment ku, so its integral is linear)
             ku = np.searchsorted(C, top + 0.5 * (lo_x + hi_x), side="right") - 1
@@ -194,10 +218,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                     else:
                         xm = min(max(xm, lo_x), hi_x)
                         fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
-                    if fm <= 0.0:
-                        lo_x, flo, pl = xm, fm, mid + 1
-                    else:
-                        hi_x, fhi, ph = xm, fm, mid - 1
+                    lo_x, hi_x, flo, fhi, pl, ph = _narrow(xm, fm, mid, lo_x, hi_x, flo, fhi, pl, ph)
                 # 3. ... and the C_k inside that piece
                 c1 = max(S - rj + lo_x, 0.0)
                 p = np.searchsorted(st_cm[:ns], c1, side="right")
@@ -217,10 +238,7 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
                         else:
                             xm = min(max(xm, lo_x), hi_x)
                             fm = _fa(xm, aj, rj, top, ns, st_lo, st_hi, st_cm, st_ci, st_ih, C, IC, v, m)
-                        if fm <= 0.0:
-                            lo_x, flo, kl = xm, fm, mid + 1
-                        else:
-                            hi_x, fhi, kh = xm, fm, mid - 1
+                        lo_x, hi_x, flo, fhi, kl, kh = _narrow(xm, fm, mid, lo_x, hi_x, flo, fhi, kl, kh)
             x = lo_x
             if fhi > flo:
                 x = lo_x + (hi_x - lo_x) * (-flo / (fhi - flo))
@@ -261,27 +279,9 @@ def _curtain_points(a, r, C, IC, v, m, order, ptr, plo, phi, slack):
             if ghi < -tol:
                 return -3
             ghi = max(ghi, 0.0)
-            lo_d, hi_d = 0.0, dmax
-            kl = np.searchsorted(C, top, side="right")
-            kh = np.searchsorted(C, top + dmax, side="left") - 1
-            while kl <= kh:  # the lower end crosses C_k
-                mid = (kl + kh) // 2
-                dm = min(max(C[mid] - top, lo_d), hi_d)
-                gm = _fb(dm, aj, rj, top, C, IC, v, m)
-                if gm <= 0.0:
-                    lo_d, glo, kl = dm, gm, mid + 1
-                else:
-                    hi_d, ghi, kh = dm, gm, mid - 1
-            kl = np.searchsorted(C, top + lo_d + rj, side="right")
-            kh = np.searchsorted(C, top + hi_d + rj, side="left") - 1
-            while kl <= kh:  # the upper end crosses C_k
-                mid = (kl + kh) // 2
-                dm = min(max(C[mid] - top - rj, lo_d), hi_d)
-                gm = _fb(dm, aj, rj, top, C, IC, v, m)
-                if gm <= 0.0:
-                    lo_d, glo, kl = dm, gm, mid + 1
-                else:
-                    hi_d, ghi, kh = dm, gm, mid - 1
+            # the lower end crosses C_k, then the upper end
+            lo_d, hi_d, glo, ghi = _bisect_window(0.0, 0.0, dmax, glo, ghi, aj, rj, top, C, IC, v, m)
+            lo_d, hi_d, glo, ghi = _bisect_window(rj, lo_d, hi_d, glo, ghi, aj, rj, top, C, IC, v, m)
             d = lo_d
             if ghi > glo:
                 d = lo_d + (hi_d - lo_d) * (-glo / (ghi - glo))

@@ -1,5 +1,5 @@
 """Compiled kernels of the nested-chord construction for drafts without replacement
-(:mod:`~mdsd_cli.verifiers.chords`): the split of one segment of a priority block, and
+(:mod:`~mdsd_cli.verifiers.optimal.chords`): the split of one segment of a priority block, and
 the segment rule's choice probabilities over the drafted set.
 
 Imported on first use (numba when enabled; plain Python with ``MDSD_DISABLE_NUMBA=1``).
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import kernel as _jit
-from ._optimal_kernels import _compensated_add
+from ..._jit import kernel as _jit
+from ._candidate_kernels import _compensated_add
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12

@@ -2,7 +2,7 @@
 
 Inside the first priority block the drafts hit, each draft gets an exponential key
 ``E / w_x`` and the smallest key wins. The weights ``w`` are solved so that the
-chosen draft's law is the candidate law ``t`` of :mod:`~mdsd_cli.verifiers.candidate`:
+chosen draft's law is the candidate law ``t`` of :mod:`~mdsd_cli.verifiers.optimal.candidate`:
 
 * exactly, by Newton on the enumerated law of the draft set, for any sampler
   when the draft sets can be listed (:func:`solve_enumerated`);
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from .._jit import compiled
-from .._wor_kernel import default_step
-from .base import PreparedVerifier, drafted_mass
+from ..._jit import compiled
+from ..._wor_kernel import default_step
+from ..base import PreparedVerifier, drafted_mass
 from .candidate import priority_blocks
 
 #: ``exact_rate`` is reported when the rate is known to within this (else None).

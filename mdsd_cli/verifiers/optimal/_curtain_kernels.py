@@ -1,6 +1,7 @@
-"""Compiled kernels of the optimal verifiers (numba when enabled): the chain plan of
-:func:`~mdsd_cli.verifiers.candidate.iid_chain` and the left curtain of
-:mod:`~mdsd_cli.verifiers.curtain`.
+"""Compiled kernels of the left curtain (numba when enabled): the coupling of one
+priority block (:class:`~mdsd_cli.verifiers.optimal.curtain.Curtain`), its marks, and
+``optimal-iid``'s whole verification step in one call (:func:`_one_step`, with the
+chain lookup it needs).
 
 Imported on first use, so that ``mdsd --help`` never pays for numba. With
 ``MDSD_DISABLE_NUMBA=1`` the same functions run as plain Python (tests compare
@@ -13,7 +14,7 @@ import math
 
 import numpy as np
 
-from .._jit import kernel as _jit
+from ..._jit import kernel as _jit
 
 
 @_jit
@@ -315,229 +316,28 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
 
 
 @_jit
-def _packed_keys(p, q, shift, keys, packed):
-    """The chain's sort keys in one pass: ``keys`` gets ``|q/p|`` (+inf where p = 0 < q,
-    one canonical NaN where p = q = 0), and ``packed`` (the same memory as int64) its
-    bits truncated by ``shift`` with the token index in the low bits."""
-    for k in range(p.shape[0]):
-        if p[k] > 0.0:
-            keys[k] = abs(q[k] / p[k])
-        elif q[k] > 0.0:
-            keys[k] = np.inf
-        else:
-            keys[k] = np.nan
-        packed[k] = ((packed[k] >> shift) << shift) | k
-
-
-#: Ratios ``q/p`` closer than this (relative) count as tied on the chain: exactly tied
-#: ratios (thousands in an n-gram pair) come out of tempering and the division a few ulp
-#: apart, and ordering them by that noise would cost a sort for nothing (their candidate
-#: ratios then differ by at most this much, relative).
-KEY_TIE = 1e-13
-
-
-@_jit
-def _compensated_add(s, c, y):
-    """One step of Neumaier's summation: ``s + y`` and the running compensation ``c``."""
-    t = s + y
-    if abs(s) >= abs(y):
-        c += (s - t) + y
+def _mark(c, in_a, u, split, total, ptr, pc_start, pc_len):
+    """A mark of chunk ``c``: uniform (``u`` uniform) on part A of its run (the top ``split[c]``
+    of its mass) when ``in_a``, else on part B; pieces are used from their top down."""
+    if in_a:
+        x = u * split[c]
     else:
-        c += (y - t) + s
-    return t, c
-
-
-@_jit
-def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
-    """The iid chain in a few sequential passes (see :func:`~mdsd_cli.verifiers.candidate.iid_chain`).
-
-    ``order`` comes from a value sort of keys truncated by ``shift`` bits (runs of equal
-    truncated keys in index order); each such run is sorted here by its exact keys
-    (stably), which makes ``order`` the exact chain: tokens by increasing ``q/p``
-    (``rs``: +inf where p = 0 < q, NaN where p = q = 0, after everything), ties by
-    index; a run tied to :data:`KEY_TIE` keeps its index order and gets one key. Fills ``qs, ps`` (q, p along the chain), ``rs``, ``sq`` (suffix sums of
-    ``qs``, ``sq[V] = 0``), ``ts`` (the candidate law along the chain) and ``cuts``
-    (block boundaries); returns ``(K, number of cuts, alpha)``.
-    """
-    V = order.shape[0]
-    for k in range(V):
-        y = order[k]
-        qs[k] = q[y]
-        ps[k] = p[y]
-        if ps[k] > 0.0:
-            rs[k] = abs(qs[k] / ps[k])
-        else:  # p = 0 < q: +inf; p = q = 0: NaN, after everything
-            rs[k] = np.inf if qs[k] > 0.0 else np.nan
-    bits = rs.view(np.int64)
-    start = 0
-    for k in range(1, V + 1):
-        if k < V and (bits[k] >> shift) == (bits[start] >> shift):
-            continue
-        if k - start > 1 and not np.isnan(rs[start]):  # a run of near-ties
-            lo = rs[start]
-            hi = rs[start]
-            ordered = True
-            for i in range(start + 1, k):
-                ordered = ordered and rs[i] >= rs[i - 1]
-                lo = min(lo, rs[i])
-                hi = max(hi, rs[i])
-            if ordered:
-                start = k
-                continue
-            if hi <= lo * (1.0 + KEY_TIE):  # tied up to rounding (n-gram backoff): keep the
-                for i in range(start, k):  # index order, with one key for the run
-                    rs[i] = lo
-                start = k
-                continue
-            idx = np.argsort(rs[start:k], kind="mergesort")
-            sub_q = qs[start:k][idx]
-            sub_p = ps[start:k][idx]
-            sub_r = rs[start:k][idx]
-            sub_o = order[start:k][idx]
-            qs[start:k] = sub_q
-            ps[start:k] = sub_p
-            rs[start:k] = sub_r
-            order[start:k] = sub_o
-        start = k
-    Pc = np.empty(V + 1)
-    Qc = np.empty(V + 1)
-    Pc[0] = 0.0
-    Qc[0] = 0.0
-    for k in range(V):
-        Pc[k + 1] = Pc[k] + ps[k]
-        Qc[k + 1] = Qc[k] + qs[k]
-    sq[V] = 0.0
-    for k in range(V - 1, -1, -1):
-        sq[k] = sq[k + 1] + qs[k]
-    # H_k = P(X hits chain[:k]) = 1 - sq[k]^n: exact in the tail, where 1 - Qc loses it
-    # K: the last position within 1e-13 of the minimum (one pass: once the running minimum
-    # is final, every later candidate is measured against it)
-    gmin = 0.0
-    K = 0
-    for k in range(1, V + 1):
-        g = (1.0 - sq[k] ** n) - Pc[k]
-        if g < gmin:
-            gmin = g
-        if g <= gmin + 1e-13:
-            K = k
-    # on A* = chain[:K]: t = min(p, lam q) summing to H_K; the capped tokens are a prefix
-    HK = 0.0
-    if K > 0:
-        HK = -math.expm1(n * math.log1p(-Qc[K])) if Qc[K] < 0.5 else 1.0 - sq[K] ** n
-    PK = Pc[K]
-    for k in range(K):
-        ts[k] = ps[k]
-    if K > 0 and HK < PK:
-        positive = 0.0  # p mass of A* where q > 0
-        for k in range(K):
-            if qs[k] > 0.0:
-                positive += ps[k]
-        if HK >= positive:
-            for k in range(K):
-                if qs[k] <= 0.0:
-                    ts[k] = 0.0
-        else:
-            cap = K
-            for k in range(1, K + 1):  # k capped tokens: lam = (H_K - p[k:K]) / q[:k]
-                if Qc[k] <= 0.0:
-                    continue
-                lam = (HK - (PK - Pc[k])) / Qc[k]
-                if k == K or (qs[k] > 0.0 and lam >= ps[k] / qs[k]):
-                    cap = k
-                    break
-            scale = (HK - (PK - Pc[cap])) / Qc[cap]
-            for k in range(cap):
-                v = qs[k] * scale
-                ts[k] = v if v < ps[k] else ps[k]
-    # off A*: t = max(p, kappa q) summing to P(X misses A*) = sq[K]^n; floored tokens a suffix
-    W = sq[K] ** n
-    ptail = 0.0
-    for k in range(K, V):
-        ts[k] = ps[k]
-        ptail += ps[k]
-    if K < V and W > ptail:
-        pre = 0.0  # p[K:j] summed from K (relative precision in a tiny tail)
-        pre_j = np.empty(V - K + 1)
-        for k in range(K, V):
-            pre_j[k - K] = pre
-            pre += ps[k]
-        j = K
-        for k in range(V - 1, K - 1, -1):
-            if sq[k] <= 0.0:
-                continue
-            kappa = (W - pre_j[k - K]) / sq[k]
-            if k == K or qs[k - 1] <= 0.0 or kappa <= ps[k - 1] / qs[k - 1]:
-                j = k
-                break
-        scale = (W - pre_j[j - K]) / sq[j]
-        for k in range(j, V):
-            v = qs[k] * scale
-            if v > ps[k]:
-                ts[k] = v
-    # tight cuts: prefix sums of t against H_k on A*, suffix sums against the miss
-    # probability sq[k]^n after it, both to relative precision
-    ncut = 0
-    cuts[ncut] = 0
-    ncut += 1
-    T = 0.0
-    for k in range(1, K):
-        T += ts[k - 1]
-        H = 1.0 - sq[k] ** n  # to 1e-16 absolute: enough to rule most positions out
-        if abs(T - H) > tight * H + 1e-14:
-            continue
-        if Qc[k] < 0.5:  # small H: to relative precision, once n x - C(n, 2) x^2 <= H <= n x
-            x = Qc[k]  # (x = Qc[k]) cannot rule the position out
-            hi = n * x
-            lo = hi - 0.5 * n * (n - 1) * x * x
-            if T > hi * (1.0 + tight + 1e-15) or T < lo * (1.0 - tight - 1e-15):
-                continue
-            H = -math.expm1(n * math.log1p(-x))
-        if abs(T - H) <= tight * H:
-            cuts[ncut] = k
-            ncut += 1
-    if K > 0 and K < V:
-        cuts[ncut] = K
-        ncut += 1
-    S = 0.0
-    tail_cuts = ncut
-    for k in range(V - 1, K, -1):
-        S += ts[k]
-        M = sq[k] ** n
-        if abs(S - M) <= tight * M:
-            cuts[ncut] = k
-            ncut += 1
-    # the tail cuts were found from the end: reverse them into increasing order
-    a, b = tail_cuts, ncut - 1
-    while a < b:
-        cuts[a], cuts[b] = cuts[b], cuts[a]
-        a += 1
-        b -= 1
-    cuts[ncut] = V
-    ncut += 1
-    alpha = 0.0
-    comp = 0.0  # Neumaier's compensation: alpha to the last bit, not V roundings
-    for k in range(V):
-        alpha, comp = _compensated_add(alpha, comp, ts[k] if ts[k] < ps[k] else ps[k])
-    return K, ncut, alpha + comp
+        x = split[c] + u * (total[c] - split[c])
+    k = ptr[c]
+    while k < ptr[c + 1] - 1 and x >= pc_len[k]:
+        x -= pc_len[k]
+        k += 1
+    if x > pc_len[k]:
+        x = pc_len[k]
+    return pc_start[k] + pc_len[k] - x
 
 
 @_jit
 def _sample_marks(chunk, lam, u, v, split, total, ptr, pc_start, pc_len, marks):
-    """One mark per instance: uniform on part A of its chunk's run (the top ``split`` of
-    its mass) with probability ``lam``, else uniform on part B (``u``, ``v`` uniform)."""
+    """One mark per instance: on part A of its chunk's run with probability ``lam``, else on
+    part B (``u``, ``v`` uniform; see :func:`_mark`)."""
     for i in range(chunk.shape[0]):
-        c = chunk[i]
-        if v[i] < lam[i]:
-            x = u[i] * split[c]
-        else:
-            x = split[c] + u[i] * (total[c] - split[c])
-        k = ptr[c]
-        while k < ptr[c + 1] - 1 and x >= pc_len[k]:
-            x -= pc_len[k]
-            k += 1
-        if x > pc_len[k]:
-            x = pc_len[k]
-        marks[i] = pc_start[k] + pc_len[k] - x  # pieces are used from their top down
+        marks[i] = _mark(chunk[i], v[i] < lam[i], u[i], split, total, ptr, pc_start, pc_len)
 
 
 @_jit
@@ -565,7 +365,7 @@ def _chain_position(y, p, q, rs, order):
 def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, drafts, u, first, largest, slack,
               budget):
     """One verification step of ``optimal-iid`` in one compiled call (what
-    :meth:`~mdsd_cli.verifiers.optimal.OptimalIID.sample` does for one row): find the drafts
+    :meth:`~mdsd_cli.verifiers.optimal.iid.OptimalIID.sample` does for one row): find the drafts
     on the chain, build the left curtain of the first block they reach, draw the marks, pick
     the winner, accept it or draw from the residual. ``u`` holds ``2 n + 2`` uniforms."""
     m = drafts.shape[0]
@@ -631,17 +431,7 @@ def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, draft
         else:
             lam = (rho - m_b[c]) / (m_a[c] - m_b[c])
             lam = min(max(lam, 0.0), 1.0)
-        if u[2 * i + 1] < lam:
-            x = u[2 * i] * split[c]
-        else:
-            x = split[c] + u[2 * i] * (total[c] - split[c])
-        k = ptr[c]
-        while k < ptr[c + 1] - 1 and x >= pc_len[k]:
-            x -= pc_len[k]
-            k += 1
-        if x > pc_len[k]:
-            x = pc_len[k]
-        mark = sign * (pc_start[k] + pc_len[k] - x)
+        mark = sign * _mark(c, u[2 * i + 1] < lam, u[2 * i], split, total, ptr, pc_start, pc_len)
         if winner < 0 or mark > best:
             best = mark
             winner = i

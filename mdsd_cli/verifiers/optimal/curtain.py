@@ -76,7 +76,7 @@ class Curtain:
     """
 
     def __init__(self, q, t, o, n, *, direction=1, max_chunks=None):
-        from ._optimal_kernels import _curtain
+        from ._curtain_kernels import _curtain
 
         q = np.asarray(q, dtype=np.float64)
         t = np.asarray(t, dtype=np.float64)
@@ -125,7 +125,7 @@ class Curtain:
     def sample_marks(self, chunk, lam, rng):
         """One mark per (chunk, lambda) pair, on the real axis up to a shift that is the
         same for the whole block (the largest mark wins)."""
-        from ._optimal_kernels import _sample_marks
+        from ._curtain_kernels import _sample_marks
 
         chunk = np.ascontiguousarray(chunk, dtype=np.int64)
         marks = np.empty(chunk.shape)

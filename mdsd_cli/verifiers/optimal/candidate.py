@@ -18,7 +18,7 @@ the tight cuts of the chain (prefixes where the cumulative ``t`` meets
 ``P(X hits A_k)``), between which the *priority blocks* lie: a draft in an
 earlier block always wins over drafts in later blocks. How a draft is chosen
 inside a block is the concrete verifier's business
-(:mod:`~mdsd_cli.verifiers.curtain`, :mod:`~mdsd_cli.verifiers.luce`).
+(:mod:`~mdsd_cli.verifiers.optimal.curtain`, :mod:`~mdsd_cli.verifiers.optimal.luce`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import numba_enabled
-from ..samplers import ratio_order
-from .base import PreparedVerifier, drafted_mass
+from ..._jit import numba_enabled
+from ...samplers import ratio_order
+from ..base import PreparedVerifier, drafted_mass
 
 #: Relative gap under which a chain prefix counts as tight (block boundary).
 TIGHT = 1e-12
@@ -168,7 +168,7 @@ class IIDChain:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             pf, qf = self.p[flat], self.q[flat]
             key = np.where(pf > 0, np.abs(qf / np.where(pf > 0, pf, 1.0)), np.where(qf > 0, np.inf, np.nan))
-        # runs of ratios tied to rounding share one key (see _optimal_kernels.KEY_TIE)
+        # runs of ratios tied to rounding share one key (see _candidate_kernels.KEY_TIE)
         lo = np.searchsorted(self.rs, key * (1.0 - 1e-12), side="left")
         hi = np.searchsorted(self.rs, key * (1.0 + 1e-12), side="right")
         out = np.array([a + int(np.flatnonzero(self.order[a:b] == y)[0]) for a, b, y in zip(lo, hi, flat)],
@@ -191,7 +191,7 @@ def _packed_chain_order(p, q):
     V = p.shape[-1]
     shift = max(1, int(V - 1).bit_length())
     if numba_enabled():  # one compiled pass instead of a dozen numpy calls
-        from ._optimal_kernels import _packed_keys
+        from ._candidate_kernels import _packed_keys
 
         key = np.empty(V)
         packed = key.view(np.int64)
@@ -214,7 +214,7 @@ def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
     (compiled; :func:`iid_chain_numpy` when numba is off)."""
     if not numba_enabled():
         return iid_chain_numpy(p, q, n)
-    from ._optimal_kernels import _chain_plan
+    from ._candidate_kernels import _chain_plan
 
     V = p.size
     # a value sort of truncated keys (ties and near-ties by index), which the kernel

@@ -27,7 +27,7 @@ gives (``implied``: each window normalised to a probability, its mean value summ
 segment by segment, the marks' r-mass below each ``b_j`` swept from the windows as
 built) must meet ``t`` to ``TOLERANCE`` of the block's mass; a block that fails, or
 whose curtain finds no window, goes back to the Luce weights of
-:mod:`~mdsd_cli.verifiers.luce`. The verifier uses ``implied`` as the candidate law, so
+:mod:`~mdsd_cli.verifiers.optimal.luce`. The verifier uses ``implied`` as the candidate law, so
 losslessness never rests on ``b`` or on the curtain being right, only on ``implied``
 being the rule's law (to rounding); the check guards optimality (``α*`` to ~1e-10).
 """

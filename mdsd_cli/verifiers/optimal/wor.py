@@ -1,0 +1,200 @@
+r"""``optimal-wor``: reaches α*_wor at full vocabulary, not just computes it.
+
+It follows :mod:`~mdsd_cli.verifiers.optimal.candidate`: one draft ``Z`` is chosen with
+the candidate law ``t`` (``min(p, lambda q)`` on the minimising set ``A*``,
+``max(p, kappa q)`` off it), then single-draft speculative sampling against
+``p`` gives output law ``p`` and acceptance ``sum min(p, t) = α*``. Drafts in an
+earlier priority block of the chain always win; the rule inside a block depends on n.
+
+At n = 2 (:class:`OptimalWOR`), the boundary-mark rule of
+:mod:`~mdsd_cli.verifiers.optimal.boundary` in every block whose check passes (the
+ordered pair's first draft draws a mark from a martingale coupling, the second
+sits at its chain position); in the blocks whose check fails, a Luce choice
+(exponential keys) whose weights are solved so that the chosen draft has law
+``t`` (:mod:`~mdsd_cli.verifiers.optimal.luce`): by enumeration of the draft sets (small
+V) or through the closed form of a pair's Luce law by quadrature. At n >= 3,
+the nested chords of :mod:`~mdsd_cli.verifiers.optimal.chords` in every block (with
+:data:`CHORDS` off: Luce weights on the enumerated draft sets, small V only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .candidate import chain_targets, priority_blocks
+from .chords import MAX_CHORD_DRAFTS, ChordPlan
+from .luce import (
+    LuceVerifier,
+    _PairBlock,
+    _rest_mass,
+    _solve_blocks,
+    _solve_pair_block,
+    solve_enumerated,
+    wor_pair_plan,
+)
+
+#: Largest number of draft sets the exact (enumerated) optimal-wor plan handles.
+MAX_WOR_SETS = 20_000
+#: Pairs (n = 2) use the boundary-mark rule where its check passes (False: Luce weights only).
+FAST_PAIRS = True
+#: n >= 3 uses nested chords (False: Luce weights on enumerated draft sets, small V only).
+CHORDS = True
+
+
+class OptimalWOR(LuceVerifier):
+    """Reaches α*_wor: block priority + Luce choice of a candidate, then speculative sampling.
+
+    Full vocabulary for every n <= 16: boundary marks in each priority block at n = 2
+    (:mod:`~mdsd_cli.verifiers.optimal.boundary`, Luce weights where its check fails), nested chords
+    at n >= 3 (:mod:`~mdsd_cli.verifiers.optimal.chords`).
+    """
+
+    name = "optimal-wor"
+    description = ("optimal verifier for wor drafts (boundary marks at n = 2, nested chords at n >= 3, in priority "
+                   "blocks + speculative sampling); reaches α*")
+    default_sampler = "wor"
+    samplers = ("wor",)
+
+    @classmethod
+    def check_size(cls, q, n, sampler):
+        from ...errors import SizeLimitError
+
+        for row in np.atleast_2d(np.asarray(q)):
+            if min(n, int(np.count_nonzero(row > 0))) > MAX_CHORD_DRAFTS:
+                raise SizeLimitError(
+                    f"optimal-wor takes at most {MAX_CHORD_DRAFTS} drafts (its choice works over the 2^n subsets "
+                    f"of the drafts); got n = {n}. Use rrsw for more drafts"
+                )
+
+    def plan(self):
+        from ...errors import SizeLimitError
+
+        p, q, n, V = self.p, self.q, self.n, self.V
+        k = self.num_drafts
+        order, K, t, cuts, H = chain_targets(p, q, n, self.draft_sampler, hits=True)
+        if k <= 1:  # one draft (or a one-token support): speculative sampling on it
+            c = q.copy()
+            blocks = [order[q[order] > 0]]
+            return blocks, np.ones(V), c, t, {"K": K, "blocks": 1, "iterations": 0, "residual": 0.0,
+                                             "first_tail_block": None, "method": "single draft"}
+        sets = math.comb(int(np.count_nonzero(q > 0)), k)
+        if k == 2 and FAST_PAIRS:
+            return self._boundary_plan(order, K, t, cuts, sets <= MAX_WOR_SETS)
+        if k >= 3 and CHORDS:
+            self.check_size(q, n, self.draft_sampler)
+            return self._chord_plan(order, K, t, cuts, H)
+        if sets <= MAX_WOR_SETS:
+            return self._enumerated(order, K, t, cuts, q, n)
+        if k == 2:
+            return wor_pair_plan(p, q, order, K, t, cuts)
+        raise SizeLimitError(
+            f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}) "
+            "with the nested chords switched off"
+        )
+
+    def _chord_plan(self, order, K, t, cuts, H):
+        """Any n >= 3: nested chords in every priority block (:mod:`~mdsd_cli.verifiers.optimal.chords`);
+        the rule's law is the candidate law ``t`` itself (``H``: the hit probabilities along the chain)."""
+        blocks, first_tail = priority_blocks(order, K, cuts, self.q)
+        self._chords = ChordPlan(self.q, order, t, cuts, H)
+        c = self._chords.law  # t, up to rounding where the hit curve's noise steered a split (then a bit less)
+        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": float(np.abs(c - t).sum()),
+                "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
+        return [tokens for tokens, _ in blocks], np.ones(self.V), c, t, info
+
+    def _boundary_plan(self, order, K, t, cuts, enumerable):
+        """Pairs (n = 2): the boundary-mark rule on every block whose check passes
+        (:mod:`~mdsd_cli.verifiers.optimal.boundary`), Luce weights on the others (by enumeration
+        when the pairs can be listed, else by quadrature)."""
+        from .boundary import build_block
+
+        q, V = self.q, self.V
+        rest = _rest_mass(q)
+        r = np.where(rest > 0.0, q / np.maximum(rest, 1e-300), 0.0)
+        Lq = np.concatenate((np.cumsum(q[order][::-1])[::-1], [0.0]))  # mass from chain position k on
+        Lr = np.concatenate((np.cumsum(r[order][::-1])[::-1], [0.0]))
+        blocks, first_tail = priority_blocks(order, K, cuts, q)
+        weights, c = np.zeros(V), np.zeros(V)
+        self._rule = [None] * len(blocks)
+        self._local = np.zeros(V, dtype=np.int64)
+        fallback, block_of, law = [], None, None
+        for i, (tokens, end) in enumerate(blocks):
+            rule = build_block(tokens, r, q, t, Lq[end], Lr[end])
+            if rule is not None:
+                self._rule[i] = rule
+                c[rule.tokens] = rule.implied
+                self._local[rule.tokens] = np.arange(rule.tokens.size)
+                weights[tokens] = 1.0
+                continue
+            fallback.append(i)
+            if enumerable:
+                if law is None:
+                    law = self.draft_sampler.set_law(q, self.n)
+                    block_of = np.full(V, np.iinfo(np.int64).max, dtype=np.int64)
+                    for j, (tk, _) in enumerate(blocks):
+                        block_of[tk] = j
+                w, cb, _ = solve_enumerated(law.members, law.prob, block_of, tokens, t, V)
+            else:
+                w, cb, _ = _solve_pair_block(_PairBlock(tokens, q, t, Lq[end], Lr[end], rest))
+            weights[tokens], c[tokens] = w, cb
+        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": 0.0, "first_tail_block": first_tail,
+                "method": "boundary marks", "fast_blocks": len(blocks) - len(fallback),
+                "fallback_blocks": len(fallback)}
+        return [tokens for tokens, _ in blocks], weights, c, t, info
+
+    def choice(self, drafts):
+        if getattr(self, "_chords", None) is not None:
+            return self._chord_choice(drafts)
+        if getattr(self, "_rule", None) is None:
+            return super().choice(drafts)
+        drafts = np.atleast_2d(drafts)
+        out = super().choice(drafts)  # earlier block wins; Luce inside fallback blocks
+        blk = self.block[drafts]
+        same = np.flatnonzero(blk[:, 0] == blk[:, 1])
+        for b in np.unique(blk[same, 0]):
+            rule = self._rule[int(b)]
+            if rule is None:
+                continue
+            rows = same[blk[same, 0] == b]
+            first = rule.first_wins(self._local[drafts[rows, 0]], self._local[drafts[rows, 1]])
+            out[rows, 0], out[rows, 1] = first, 1.0 - first
+        return out
+
+    def _chord_choice(self, drafts):
+        drafts = np.atleast_2d(drafts)
+        out = np.zeros(drafts.shape)
+        for r in range(drafts.shape[0]):
+            tokens, first = np.unique(drafts[r], return_index=True)
+            out[r, first] = self._chords.choice(tokens)
+        return out
+
+    def sample(self, drafts, rng):
+        if getattr(self, "_chords", None) is not None:
+            drafts = np.atleast_2d(drafts)
+            M = drafts.shape[0]
+            u = rng.random((M, 2))
+            z = np.array([self._chords.pick(np.unique(row), a, b) for row, (a, b) in zip(drafts, u)],
+                         dtype=np.int64)
+        elif getattr(self, "_rule", None) is None:
+            return super().sample(drafts, rng)
+        else:
+            drafts = np.atleast_2d(drafts)
+            M = drafts.shape[0]
+            first = self.choice(drafts)[:, 0]
+            z = np.where(rng.random(M) < first, drafts[:, 0], drafts[:, 1])
+        cdf = self.residual_cdf
+        out = np.minimum(np.searchsorted(cdf, rng.random(M) * cdf[-1], side="right"), self.V - 1)
+        keep = rng.random(M) < self.accept[z]
+        out[keep] = z[keep]
+        return out
+
+    def _enumerated(self, order, K, t, cuts, q, n):
+        law = self.draft_sampler.set_law(q, n)
+        blocks, first_tail = priority_blocks(order, K, cuts, q)
+        block_of = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
+        for i, (tokens, _) in enumerate(blocks):
+            block_of[tokens] = i
+        return _solve_blocks(blocks, first_tail, self.V, K, t, "enumerated",
+                             lambda tokens, end: solve_enumerated(law.members, law.prob, block_of, tokens, t, self.V))
