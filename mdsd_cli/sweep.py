@@ -46,6 +46,22 @@ FIGURES = ("samplers", "verifier-gap", "num-drafts", "scaling", "none")
 
 # --- configuration ------------------------------------------------------------------------
 
+def read_toml(path, *, missing: type[MdsdError] = InputError) -> dict:
+    """The contents of the experiment file ``path`` (TOML): of a sweep, and of ``mdsd design`` and
+    ``mdsd decode`` configs; a missing file raises ``missing``, invalid TOML an :class:`InputError`."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    path = Path(path)
+    if not path.exists():
+        raise missing(f"config file {path} not found")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not valid TOML ({exc})") from None
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """One dataset of a sweep: a built-in name, a path, or a synthetic family."""
@@ -119,18 +135,7 @@ class SweepConfig:
     # -- reading -------------------------------------------------------------------------
     @classmethod
     def from_toml(cls, path) -> SweepConfig:
-        try:
-            import tomllib
-        except ImportError:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
-        src = Path(path)
-        if not src.exists():
-            raise InputError(f"config file {src} not found")
-        try:
-            data = tomllib.loads(src.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{src} is not valid TOML ({exc})") from None
-        return cls.from_dict(data, where=str(src))
+        return cls.from_dict(read_toml(path), where=str(Path(path)))
 
     @classmethod
     def from_dict(cls, data: dict, *, where: str = "config") -> SweepConfig:
@@ -480,6 +485,16 @@ class SweepSummary:
     seconds: float
 
 
+#: Where the tasks of a sweep (or of ``mdsd decode --expected``) run: local processes or a Dask cluster.
+EXECUTORS = ("local", "dask")
+
+
+def check_executor(executor: str) -> None:
+    """Refuse an executor other than those of :data:`EXECUTORS`."""
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}; choose local or dask")
+
+
 def _connect_dask(scheduler: str | None, timeout: float):
     try:
         from dask.distributed import Client
@@ -533,6 +548,7 @@ def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local
     existing ``dask.distributed.Client`` (else one is made for ``scheduler``).
     """
     out = Path(out)
+    check_executor(executor)
     own = executor == "dask" and client is None
     if own:  # before creating anything: an unreachable scheduler leaves no directory behind
         client = _connect_dask(scheduler, timeout)
@@ -577,13 +593,11 @@ def run_sweep(config: SweepConfig, out, *, jobs: int = 1, executor: str = "local
                 for f in futures:
                     f.cancel()
                 raise
-    elif executor == "local":
+    else:
         for c in todo:
             write_cell(out, run_cell(c))
             count += 1
             progress(count, len(cells))
-    else:
-        raise InputError(f"unknown executor {executor!r}; choose local or dask")
     seconds = time.perf_counter() - started
     refused = finalize(config, out, seconds=seconds, executor=executor, jobs=jobs)
     return SweepSummary(out, len(cells), len(todo), len(done), refused, seconds)

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mdsd_cli import prepare_verifier
 from mdsd_cli.audit import (
     adapt_callable,
     as_callable,
@@ -25,6 +24,16 @@ from mdsd_cli.audit import (
     replay,
 )
 from mdsd_cli.audit.betting import DirectionalBettingTest
+from mdsd_cli.audit.examples import _draw as draw
+from mdsd_cli.audit.examples import (
+    accept_confident_top,
+    independent_tests,
+    kseq_plain_residual,
+    rrs,
+    rrs_skipping_repeats,
+    rrsw,
+    rrsw_against_q,
+)
 from mdsd_cli.audit.strata import stratify
 from mdsd_cli.cli.app import app
 from mdsd_cli.errors import CallableError, InputError
@@ -40,86 +49,7 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-# --- deliberately broken verifiers, written as a third party would --------------------------------------------
-
-def draw(weights, rng):
-    cdf = np.cumsum(weights)
-    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), int(np.flatnonzero(weights > 0)[-1]))
-
-
-def rrs(p, q, drafts, rng):
-    """Correct recursive rejection sampling (iid drafts)."""
-    target = p
-    for x in drafts:
-        if rng.random() * q[x] < target[x]:
-            return int(x)
-        residual = np.maximum(target - q, 0.0)
-        target = residual / residual.sum()
-    return draw(target, rng)
-
-
-def top_shortcut(p, q, drafts, rng):
-    """Broken: a draft with target probability above 0.999 is accepted outright."""
-    for x in drafts:
-        if p[x] > 0.999:
-            return int(x)
-    return rrs(p, q, drafts, rng)
-
-
-def rrs_skipping_repeats(p, q, drafts, rng):
-    """Broken: a repeated draft is skipped without updating the residual."""
-    target, seen = p, set()
-    for x in drafts:
-        if int(x) in seen:
-            continue
-        seen.add(int(x))
-        if rng.random() * q[x] < target[x]:
-            return int(x)
-        residual = np.maximum(target - q, 0.0)
-        target = residual / residual.sum()
-    return draw(target, rng)
-
-
-class KSeqPlainResidual:
-    """Broken: K-SEQ's acceptance min(1, p/(rho q)) but the single-draft residual (p - q)_+."""
-
-    def __init__(self):
-        self.key, self.rho = None, None
-
-    def __call__(self, p, q, drafts, rng):
-        if self.key is None or self.key[0] is not p or self.key[1] is not q:
-            self.key, self.rho = (p, q), prepare_verifier("kseq", p, q, len(drafts)).rho
-        for x in drafts:
-            if rng.random() * self.rho * q[x] < p[x]:
-                return int(x)
-        return draw(np.maximum(p - q, 0.0), rng)
-
-
-def independent_tests(p, q, drafts, rng):
-    """Broken (SpecTr's counterexample): n single-draft tests against p, then the plain residual."""
-    for x in drafts:
-        if rng.random() * q[x] < p[x]:
-            return int(x)
-    return draw(np.maximum(p - q, 0.0), rng)
-
-
-def rrsw_against_q(p, q, drafts, rng):
-    """Broken: RRS on drafts without replacement that verifies against q instead of the renormalised q_k."""
-    return rrs(p, q, drafts, rng)
-
-
-def rrsw(p, q, drafts, rng):
-    """Correct RRS without replacement: draft k is compared with q_k, q without the earlier drafts."""
-    target, rest = p, q.copy()
-    for x in drafts:
-        qk = rest / rest.sum()
-        if rng.random() * qk[x] < target[x]:
-            return int(x)
-        residual = np.maximum(target - qk, 0.0)
-        target = residual / residual.sum()
-        rest[x] = 0.0
-    return draw(target, rng)
-
+# --- deliberately broken verifiers, written as a third party would: mdsd_cli.audit.examples ------------------
 
 def has_repeat(drafts):
     return len(set(drafts)) < len(drafts)
@@ -129,16 +59,16 @@ def has_repeat(drafts):
 REPEATS_REJECTED = {"repeated-drafts", "target-zeros", "vocab-at-most-n", "dirichlet-5", "dirichlet-10"}
 BROKEN = [
     # (function, sampler, n, the cases it may be caught on (None: any), what the named tuple must show)
-    (top_shortcut, "iid", 3, {"peaked-target"}, lambda d: 0 in d),
+    (accept_confident_top, "iid", 3, {"peaked-target"}, lambda d: 0 in d),
     (rrs_skipping_repeats, "iid", 3, REPEATS_REJECTED, has_repeat),
-    (KSeqPlainResidual(), "iid", 3, None, lambda d: True),
+    (kseq_plain_residual, "iid", 3, None, lambda d: True),
     (independent_tests, "iid", 2, None, lambda d: True),
     (rrsw_against_q, "wor", 3, None, lambda d: len(d) == 3),
 ]
 
 
 @pytest.mark.parametrize("fn, sampler, n, cases, shows", BROKEN,
-                         ids=["top-shortcut", "rrs-skipping-repeats", "kseq-plain-residual", "independent-tests",
+                         ids=["accept-confident-top", "rrs-skipping-repeats", "kseq-plain-residual", "independent-tests",
                               "rrsw-against-q"])
 def test_broken_verifiers_are_caught_with_the_case_and_tuple_named(fn, sampler, n, cases, shows):
     report = audit_verifier(fn, sampler=sampler, n=n, budget=1_000_000, seed=0, fail_fast=True)

@@ -12,10 +12,9 @@ from ..errors import InputError
 from ..io import build_manifest, check_output_path, save_pairs
 from ..samplers import get_sampler, sampler_names
 from .console import emit_table, info, show_progress, warn
-from .data import resolve_pairs, synthetic_config, warn_few_tokens
+from .data import PairOptions, resolve_pairs, warn_few_tokens, with_pair_options
 from .options import (
     ConcentrationOpt,
-    DataOpt,
     DraftsOpt,
     ExponentOpt,
     FamilyChoice,
@@ -25,18 +24,14 @@ from .options import (
     NoiseOpt,
     NoTimingOpt,
     OutOpt,
-    PairRangeOpt,
-    PairsOpt,
     ProgressOpt,
     QuietOpt,
-    RenormalizeOpt,
     SamplerOpt,
     SeedOpt,
     SolverOpt,
     SummaryOpt,
     SyntheticOpt,
     SyntheticPairsOpt,
-    TemperatureOpt,
     VocabOpt,
 )
 
@@ -72,19 +67,10 @@ def _expand_samplers(choices, drafts) -> list[tuple[str, int]]:
     return combos
 
 
+@with_pair_options
 def bound(
     ctx: typer.Context,
-    data: DataOpt = None,
-    synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = None,
-    pair_range: PairRangeOpt = None,
-    vocab: VocabOpt = 1000,
-    seed: SeedOpt = 0,
-    concentration: ConcentrationOpt = 1.0,
-    exponent: ExponentOpt = 1.0,
-    noise: NoiseOpt = 1.0,
-    temperature: TemperatureOpt = None,
-    renormalize: RenormalizeOpt = False,
+    source: PairOptions,
     sampler: SamplerOpt = None,
     drafts: DraftsOpt = None,
     solver: SolverOpt = None,
@@ -106,10 +92,8 @@ def bound(
     """
     if out is not None:
         check_output_path(out)
-    base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
-                         concentration=concentration, exponent=exponent, noise=noise,
-                         renormalize=renormalize, pair_range=pair_range, ctx=ctx)
-    temps = list(dict.fromkeys(temperature or [1.0]))
+    base = source.load(ctx)
+    temps = source.temperatures
     combos = _expand_samplers(sampler, list(dict.fromkeys(drafts or [2])))
     solvers = list(dict.fromkeys(s.value for s in (solver or [])) or ["chain"])
     for name, n in combos:
@@ -144,13 +128,10 @@ def bound(
         df = summarize(df, "alpha_star", ["temperature", "sampler", "n", "solver"])
         fmt = fmt or ("table" if out is None else None)
     config = {
-        "data": str(data) if data else None,
-        "synthetic": synthetic_config(synthetic=synthetic, pairs=base.num_pairs, vocab=vocab, seed=seed,
-                                      concentration=concentration, exponent=exponent, noise=noise),
-        "pairs": pairs, "pair_range": pair_range,
+        **source.manifest(base.num_pairs),
         "temperatures": temps, "samplers": sorted({c[0] for c in combos}),
         "drafts": sorted({c[1] for c in combos}), "solvers": solvers, "lp_solver": lp_solver.value,
-        "renormalize": renormalize, "summary": summary,
+        "renormalize": source.renormalize, "summary": summary,
     }
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("bound", config), quiet=quiet)
 

@@ -1,13 +1,35 @@
 """Where a command's pairs come from: a file (--data) or a synthetic family; which of them (--pairs,
---pair-range); and the warnings about what the options do not apply to."""
+--pair-range); and the warnings about what the options do not apply to.
+
+The options that choose the pairs are declared once, as the fields of :class:`PairOptions`;
+:func:`with_pair_options` gives them to every command that reads pairs (bound, verify, design).
+"""
 
 from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..distributions import PairBatch, dirichlet_pairs, zipf_pairs
 from ..errors import InputError
 from .console import warn
+from .options import (
+    ConcentrationOpt,
+    DataOpt,
+    ExponentOpt,
+    NoiseOpt,
+    PairRangeOpt,
+    PairsOpt,
+    RenormalizeOpt,
+    SeedOpt,
+    SyntheticOpt,
+    TemperatureOpt,
+    VocabOpt,
+)
 
 #: Options that describe --synthetic pairs, so do nothing with --data.
 SYNTHETIC_ONLY = ("vocab", "concentration", "exponent", "noise")
@@ -148,3 +170,69 @@ def synthetic_config(*, synthetic, pairs, vocab, seed, concentration, exponent, 
     else:
         spec.update(exponent=exponent, noise=noise)
     return spec
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    """The options choosing the (p, q) pairs of a command, in the order of its help text.
+
+    A new data option is one more field here (an option type of :mod:`.options` and its default), read by
+    :func:`resolve_pairs` under the same name; :func:`with_pair_options` puts it on every command.
+    """
+
+    data: DataOpt = None
+    synthetic: SyntheticOpt = None
+    pairs: PairsOpt = None
+    pair_range: PairRangeOpt = None
+    vocab: VocabOpt = 1000
+    seed: SeedOpt = 0
+    concentration: ConcentrationOpt = 1.0
+    exponent: ExponentOpt = 1.0
+    noise: NoiseOpt = 1.0
+    temperature: TemperatureOpt = None
+    renormalize: RenormalizeOpt = False
+
+    def load(self, ctx=None, *, seed_is_synthetic: bool = True) -> PairBatch:
+        """The pairs at temperature 1 (see :func:`resolve_pairs`); ``ctx`` names the options given for nothing."""
+        chosen = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "temperature"}
+        return resolve_pairs(**chosen, seed_is_synthetic=seed_is_synthetic, ctx=ctx)
+
+    @property
+    def temperatures(self) -> list[float]:
+        """The distinct temperatures asked for, in order (default: 1)."""
+        return list(dict.fromkeys(self.temperature or [1.0]))
+
+    def manifest(self, num_pairs: int) -> dict:
+        """Where the pairs came from, as plain data for the manifest (``num_pairs``: how many were read)."""
+        return {
+            "data": str(self.data) if self.data else None,
+            "synthetic": synthetic_config(synthetic=self.synthetic, pairs=num_pairs, vocab=self.vocab, seed=self.seed,
+                                          concentration=self.concentration, exponent=self.exponent, noise=self.noise),
+            "pairs": self.pairs, "pair_range": self.pair_range,
+        }
+
+
+def with_pair_options(command):
+    """Give a Typer ``command`` the options of :class:`PairOptions` in place of its parameter typed ``PairOptions``.
+
+    Typer has no option groups: the fields become parameters of the command's signature where that parameter
+    stands (so they show in ``--help`` in that place, with their own names and defaults), and the command
+    receives them as one :class:`PairOptions`.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    params = list(signature.parameters.values())
+    [at] = [i for i, param in enumerate(params) if param.annotation is PairOptions]
+    name = params[at].name
+    hints = typing.get_type_hints(PairOptions, include_extras=True)
+    group = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
+                               annotation=hints[f.name]) for f in fields(PairOptions)]
+    params[at:at + 1] = group
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        options = PairOptions(**{f.name: kwargs.pop(f.name, f.default) for f in fields(PairOptions)})
+        return command(*args, **kwargs, **{name: options})
+
+    run.__signature__ = signature.replace(parameters=params)
+    run.__annotations__ = {param.name: param.annotation for param in params}
+    return run

@@ -12,7 +12,7 @@ from ..errors import DataFileError, InputError
 from ..io import OutputSet, build_manifest, check_output_path
 from .console import emit_table, show_progress, status, warn
 from .decode_expected import EXPECTED_PANEL
-from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt
+from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt, executor_options
 
 MODEL_PANEL = "Models and prompts"
 HF_PANEL = "Hugging Face models"
@@ -50,19 +50,15 @@ DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.
             "method": "auto", "prune": 1e-3, "tail_samples": 8, "replicates": 4, "draft_samples": 256, "repeats": 64,
             "compare": [], "verify_on": "auto"}
 
+ExecutorOpt, SchedulerOpt, TimeoutOpt = executor_options(
+    EXPECTED_PANEL, executor_help="With --expected: local (--jobs processes) or dask (contexts as tasks on --scheduler).")
+
 
 def read_config(path: Path) -> dict:
     """A decode config (TOML): keys of :data:`CONFIG_KEYS`; tree files resolve against the config's directory."""
-    try:
-        import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    if not path.exists():
-        raise DataFileError(f"config file {path} not found")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} is not valid TOML ({exc})") from None
+    from ..sweep import read_toml
+
+    data = read_toml(path, missing=DataFileError)
     unknown = sorted(set(data) - set(CONFIG_KEYS))
     if unknown:
         raise InputError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(CONFIG_KEYS))}")
@@ -281,12 +277,9 @@ def decode(
                                             dir_okay=False, rich_help_panel=EXPECTED_PANEL),
     per_context: Path | None = typer.Option(None, "--per-context", help="Also write one row per (configuration, "
                                             "context) to this file.", dir_okay=False, rich_help_panel=EXPECTED_PANEL),
-    executor: str = typer.Option("local", "--executor", help="With --expected: local (--jobs processes) or dask "
-                                 "(contexts as tasks on --scheduler).", rich_help_panel=EXPECTED_PANEL),
-    scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://host:8786).",
-                                         rich_help_panel=EXPECTED_PANEL),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
-                                  rich_help_panel=EXPECTED_PANEL),
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
+    timeout: TimeoutOpt = 10.0,
     progress: ProgressOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:

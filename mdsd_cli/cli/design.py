@@ -9,25 +9,14 @@ import typer
 
 from ..io import build_manifest, check_output_path
 from .console import emit_table, show_progress
-from .data import resolve_pairs, synthetic_config, warn_few_tokens
+from .data import PairOptions, warn_few_tokens, with_pair_options
 from .options import (
     COMPUTE_PANEL,
-    ConcentrationOpt,
-    DataOpt,
     DraftsOpt,
-    ExponentOpt,
     FormatOpt,
-    NoiseOpt,
     OutOpt,
-    PairRangeOpt,
-    PairsOpt,
     ProgressOpt,
     QuietOpt,
-    RenormalizeOpt,
-    SeedOpt,
-    SyntheticOpt,
-    TemperatureOpt,
-    VocabOpt,
     sampler_specs,
 )
 
@@ -60,19 +49,10 @@ AllRowsOpt = Annotated[bool, typer.Option(
     rich_help_panel=DESIGN_PANEL)]
 
 
+@with_pair_options
 def design(
     ctx: typer.Context,
-    data: DataOpt = None,
-    synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = None,
-    pair_range: PairRangeOpt = None,
-    vocab: VocabOpt = 1000,
-    seed: SeedOpt = 0,
-    concentration: ConcentrationOpt = 1.0,
-    exponent: ExponentOpt = 1.0,
-    noise: NoiseOpt = 1.0,
-    temperature: TemperatureOpt = None,
-    renormalize: RenormalizeOpt = False,
+    source: PairOptions,
     drafts: DraftsOpt = None,
     family: FamilyOpt = None,
     grid: GridOpt = None,
@@ -107,12 +87,10 @@ def design(
         return
     families = list(dict.fromkeys(f.replace("_", "-") for f in (family or FAMILIES)))
     grids = dict(parse_grid(g) for g in (grid or []))
-    temps = list(dict.fromkeys(temperature or [1.0]))
+    temps = source.temperatures
     ns = list(dict.fromkeys(drafts or [2]))
     bases = list(sampler or ["wor"])
-    base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
-                         concentration=concentration, exponent=exponent, noise=noise,
-                         renormalize=renormalize, pair_range=pair_range, ctx=ctx)
+    base = source.load(ctx)
     if base.temperature != 1.0 and temps != [base.temperature]:
         base = base.at_temperature(1.0)
     if base.temperature == 1.0:  # the plain laws at T = 1: say where n exceeds what q can draft
@@ -123,12 +101,9 @@ def design(
     if best:
         df = df[(df.family == "plain") | df.selected].reset_index(drop=True)
     config = {
-        "data": str(data) if data else None,
-        "synthetic": synthetic_config(synthetic=synthetic, pairs=base.num_pairs, vocab=vocab, seed=seed,
-                                      concentration=concentration, exponent=exponent, noise=noise),
-        "pairs": pairs, "pair_range": pair_range, "temperatures": temps, "drafts": ns, "families": families,
+        **source.manifest(base.num_pairs), "temperatures": temps, "drafts": ns, "families": families,
         "grids": {k: list(v) for k, v in grids.items()}, "samplers": bases, "split_seed": split_seed,
-        "renormalize": renormalize, "best": best, "verify": verify,
+        "renormalize": source.renormalize, "best": best, "verify": verify,
     }
     emit_table(df, out=out, fmt=fmt or ("table" if out is None else None),
                manifest=build_manifest("design", config), quiet=quiet)
@@ -142,23 +117,17 @@ CONFIG_KEYS = {"name": str, "description": str, "datasets": list, "temperatures"
 def _run_config(ctx, path: Path, *, progress, quiet):
     """Run the design experiment described by a TOML file: one design_search per dataset."""
     import pandas as pd
-    import tomllib
 
     from ..design import FAMILIES, design_search, parse_grid
     from ..errors import InputError
-    from ..sweep import _base_pairs, _check_dataset_exists, _dataset_specs
+    from ..sweep import _base_pairs, _check_dataset_exists, _dataset_specs, read_toml
     from .data import given
 
     clash = given(ctx, "data", "synthetic", "pairs", "pair_range", "temperature", "drafts", "family", "grid",
                   "sampler", "split_seed", "verify")
     if clash:
         raise InputError(f"--config replaces {', '.join(clash)}; set them in {path} instead")
-    if not path.exists():
-        raise InputError(f"config file {path} not found")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} is not valid TOML ({exc})") from None
+    data = read_toml(path)
     where = str(path)
     for key, value in data.items():
         if key not in CONFIG_KEYS:

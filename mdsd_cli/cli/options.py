@@ -121,6 +121,22 @@ NoiseOpt = Annotated[float, typer.Option(
     "--noise", min=0.0, help="Std of the Gaussian noise added to the draft logits (zipf family).",
     rich_help_panel=SYNTHETIC_PANEL)]
 
+
+def executor_options(panel: str, *, executor_help: str):
+    """``--executor``, ``--scheduler`` and ``--timeout``, in the help panel ``panel``: where the tasks run, local
+    processes or a Dask cluster (defaults to give them: ``"local"``, ``None``, ``10.0``).
+
+    Returns their three option types; the executor's name is checked by :func:`mdsd_cli.sweep.check_executor`.
+    """
+    return (
+        Annotated[str, typer.Option("--executor", help=executor_help, rich_help_panel=panel)],
+        Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address (tcp://host:8786).",
+                                           rich_help_panel=panel)],
+        Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
+                                      rich_help_panel=panel)],
+    )
+
+
 def sampler_specs(value):
     """A Typer callback checking draft sampler specs (``wor``, ``wor:temperature=0.8``, ``hybrid:m=2``, ``all``)."""
     from ..errors import MdsdError

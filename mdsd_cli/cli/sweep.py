@@ -8,10 +8,12 @@ import typer
 
 from ..errors import InputError
 from .console import err_console, info, warn
-from .options import ProgressOpt, QuietOpt
+from .options import ProgressOpt, QuietOpt, executor_options
 
 GRID_PANEL = "Grid (override the config)"
 RUN_PANEL = "Execution"
+
+ExecutorOpt, SchedulerOpt, TimeoutOpt = executor_options(RUN_PANEL, executor_help="local (processes) or dask.")
 
 
 def sweep(
@@ -33,11 +35,9 @@ def sweep(
                                        rich_help_panel=GRID_PANEL),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Sweep seed.", rich_help_panel=GRID_PANEL),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Local worker processes.", rich_help_panel=RUN_PANEL),
-    executor: str = typer.Option("local", "--executor", help="local (processes) or dask.", rich_help_panel=RUN_PANEL),
-    scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://host:8786).",
-                                         rich_help_panel=RUN_PANEL),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for the Dask scheduler.",
-                                  rich_help_panel=RUN_PANEL),
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
+    timeout: TimeoutOpt = 10.0,
     quiet: QuietOpt = False,
     progress: ProgressOpt = "auto",
 ) -> None:
@@ -49,7 +49,7 @@ def sweep(
     pairs.{parquet,csv} (one row per pair), summary.{csv,parquet} (mean, std,
     95% interval per cell), timings.csv and manifest.json.
     """
-    from ..sweep import SweepConfig, run_sweep
+    from ..sweep import SweepConfig, check_executor, run_sweep
     from .console import show_progress
 
     raw: dict = {}
@@ -73,8 +73,7 @@ def sweep(
     target = out or Path("results") / cfg.name
     if target.exists() and not target.is_dir():
         raise InputError(f"--out {target} is a file; a sweep writes a directory")
-    if executor not in ("local", "dask"):
-        raise InputError(f"unknown executor {executor!r}; choose local or dask")
+    check_executor(executor)
     total = len(cfg.cells())
     with show_progress("cells", total, mode=progress, quiet=quiet) as advance:
         last = {"done": 0}

@@ -23,28 +23,21 @@ from ..verifiers import (
 )
 from ..verifiers.estimation import MAX_ENUMERATION
 from .console import emit_table, info, show_progress, warn
-from .data import resolve_pairs, synthetic_config, warn_few_tokens, warn_ignored
+from .data import PairOptions, resolve_pairs, warn_few_tokens, warn_ignored, with_pair_options
 from .options import (
-    ConcentrationOpt,
     DataOpt,
     DraftsOpt,
-    ExponentOpt,
     FormatOpt,
     MethodChoice,
     MethodOpt,
-    NoiseOpt,
     NoTimingOpt,
     OutOpt,
-    PairRangeOpt,
-    PairsOpt,
     ProgressOpt,
     QuietOpt,
-    RenormalizeOpt,
     SamplesOpt,
     SeedOpt,
     SummaryOpt,
     SyntheticOpt,
-    TemperatureOpt,
     TestChoice,
     VerifierOpt,
     VerifySamplerOpt,
@@ -112,19 +105,10 @@ def _rng(seed: int, *keys: int) -> np.random.Generator:
     return np.random.default_rng([seed, *keys])
 
 
+@with_pair_options
 def verify(
     ctx: typer.Context,
-    data: DataOpt = None,
-    synthetic: SyntheticOpt = None,
-    pairs: PairsOpt = None,
-    pair_range: PairRangeOpt = None,
-    vocab: VocabOpt = 1000,
-    seed: SeedOpt = 0,
-    concentration: ConcentrationOpt = 1.0,
-    exponent: ExponentOpt = 1.0,
-    noise: NoiseOpt = 1.0,
-    temperature: TemperatureOpt = None,
-    renormalize: RenormalizeOpt = False,
+    source: PairOptions,
     verifier: VerifierOpt = None,
     drafts: DraftsOpt = None,
     method: MethodOpt = "auto",
@@ -147,14 +131,12 @@ def verify(
     """
     if out is not None:
         check_output_path(out)
-    base = resolve_pairs(data=data, synthetic=synthetic, pairs=pairs, vocab=vocab, seed=seed,
-                         concentration=concentration, exponent=exponent, noise=noise, renormalize=renormalize,
-                         pair_range=pair_range, seed_is_synthetic=False, ctx=ctx)
+    base = source.load(ctx, seed_is_synthetic=False)  # --seed also seeds the Monte Carlo streams
     law = draft_law
     if law == "all":
         raise InputError("--draft-law takes one sampler, not 'all'")
     combos, explicit = _expand_verifiers(verifier, list(dict.fromkeys(drafts or [2])), law)
-    temps = list(dict.fromkeys(temperature or [1.0]))
+    temps = source.temperatures
     names = list(VERIFIERS)
 
     # refuse what cannot finish before doing any work
@@ -196,7 +178,7 @@ def verify(
                     else:
                         # keyed by the pair's own index, so a --pair-range shard draws what the full run does
                         pair_index = int(batch.labels["pair"][i]) if "pair" in batch.labels else i
-                        rng = _rng(seed, pair_index, ti, names.index(name), n)
+                        rng = _rng(source.seed, pair_index, ti, names.index(name), n)
                         (rate, se), how = monte_carlo_rate(v, samples, rng), "monte-carlo"
                     seconds = time.perf_counter() - t0
                     alpha = float(bound_cache[key][i])
@@ -219,13 +201,10 @@ def verify(
                        means=("stderr", "alpha_star", "gap"))
         fmt = fmt or ("table" if out is None else None)
     config = {
-        "data": str(data) if data else None,
-        "synthetic": synthetic_config(synthetic=synthetic, pairs=base.num_pairs, vocab=vocab, seed=seed,
-                                      concentration=concentration, exponent=exponent, noise=noise),
-        "pairs": pairs, "pair_range": pair_range,
+        **source.manifest(base.num_pairs),
         "temperatures": temps, "verifiers": sorted({c[0] for c in runnable}),
-        "drafts": sorted({c[2] for c in runnable}), "method": method.value, "samples": samples, "seed": seed,
-        "summary": summary,
+        "drafts": sorted({c[2] for c in runnable}), "method": method.value, "samples": samples,
+        "seed": source.seed, "summary": summary,
     }
     emit_table(df, out=out, fmt=fmt, manifest=build_manifest("verify", config), quiet=quiet)
 

@@ -1,26 +1,10 @@
 """``pydoc-ngram``: a real-text draft/target pair that needs no download.
 
-The corpus is the text of the Python documentation topics that ship with every
-CPython (``pydoc_data.topics``, ~114,000 word and punctuation tokens). Topics
-are split deterministically into training (9 in 10) and held-out (1 in 10)
-text; the vocabulary is every lower-cased word, number or punctuation mark
-seen at least twice in training, plus ``<unk>`` and the boundary ``<s>``.
-
-Two interpolated Kneser-Ney models are trained on the same text: the **draft**
-is a bigram model, the **target** a 4-gram model. At held-out positions both
-give a full next-token distribution over the vocabulary; their logarithms are
-stored as logits, so any temperature can be applied. The models themselves
-(corpus, tokenizer, Kneser-Ney) live in :mod:`mdsd_cli.models.ngram`, where
-``mdsd decode`` runs them over whole contexts.
-
-.. math::
-
-    P_k(w \\mid h) = \\frac{\\max(c_k(h w) - D_k, 0)}{c_k(h)}
-                  + \\frac{D_k N_{1+}(h \\bullet)}{c_k(h)} P_{k-1}(w \\mid h'),
-
-with raw counts at the highest order, continuation counts below it, Ney's
-discounts ``D_k = n_1/(n_1 + 2 n_2)``, and a uniform distribution under the
-unigram level (so every probability is positive).
+The pairs are the next-token distributions, at held-out positions, of the two Kneser-Ney models of
+:mod:`mdsd_cli.models.ngram`: a bigram **draft** and a 4-gram **target** trained on the Python
+documentation (the corpus, the tokenizer and the formula are described there). Their logarithms are
+stored as logits, so any temperature can be applied; ``mdsd decode`` runs the same models over whole
+contexts.
 """
 
 from __future__ import annotations
@@ -44,7 +28,6 @@ from ..models.ngram import (  # noqa: F401  (re-exported: the models live in mds
 
 NAME = "pydoc-ngram"
 BUILDER_VERSION = 1
-_corpus_split = corpus_split
 
 
 def corpus_fingerprint() -> str:
@@ -61,7 +44,7 @@ def build(positions: int = 512, *, target_order: int = 4, draft_order: int = 2):
     Returns ``(target_logits, draft_logits, labels, metadata)``; logits are
     natural logarithms of the probabilities.
     """
-    vocab, train, held = _corpus_split()
+    vocab, train, held = corpus_split()
     V = len(vocab)
     target = KneserNey(train, target_order, V, boundary=0)
     draft = KneserNey(train, draft_order, V, boundary=0)
