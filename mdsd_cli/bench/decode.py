@@ -15,6 +15,9 @@ Targets (issue "mdsd decode"): per tree node at most 3x the argsort for
 ``rrs`` and ``kseq``; for ``optimal-iid`` the per-pair target of "Optimal
 verifiers at decoding speed" (set-up + one step <= 5x the argsort) per verified
 node. The median over steps is reported, with the range.
+
+The module also holds the figures ``expected`` (the cost of tau(c), :func:`expected_rows`) and
+``device`` (verification with torch, :func:`device_rows`), described with their functions.
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ import time
 
 import numpy as np
 
-from .decode.metrics import VI, S
+from ..decode.metrics import VI, S
+from .common import bench_row, timed
 
 
-def decode_overhead_rows(config, timed, row) -> list[dict]:
-    """Rows of the ``decode`` figure; ``timed`` and ``row`` are the bench's helpers."""
-    from .decode import plan_decode, run_decode
-    from .distributions import softmax
-    from .models.synthetic import synthetic_models, synthetic_prompts
-    from .verifiers.optimal import OptimalIID
+def decode_overhead_rows(config) -> list[dict]:
+    """Rows of the ``decode`` figure (see the module docstring)."""
+    from ..decode import plan_decode, run_decode
+    from ..distributions import softmax
+    from ..models.synthetic import synthetic_models, synthetic_prompts
+    from ..verifiers.optimal import OptimalIID
 
     R = config.repeats
     rows = []
@@ -73,12 +77,12 @@ def decode_overhead_rows(config, timed, row) -> list[dict]:
                 ratio, target_text, passed = stats[0] / base[0], "<= 5x per verified node", stats[0] <= 5 * base[0]
             else:
                 ratio, target_text, passed = stats[0] / base[0], "<= 3x per tree node", stats[0] <= 3 * base[0]
-            rows.append(row(f"decode overhead {verifier}, 4x3 tree", 4, V, visits, stats, "numpy.argsort", base,
-                            target=target_text, ratio=ratio, passed=passed, note=note))
+            rows.append(bench_row(f"decode overhead {verifier}, 4x3 tree", 4, V, visits, stats, "numpy.argsort",
+                                  base, target=target_text, ratio=ratio, passed=passed, note=note))
     return rows
 
 
-def expected_rows(config, timed, row) -> list[dict]:
+def expected_rows(config) -> list[dict]:
     """Rows of the ``expected`` figure: the whole cost of tau(c) at one context of ``pydoc-ngram`` (V = 2,380)
     on a ``4x3`` tree, the models' laws included (each context starts with empty memos), against one decode
     step of the same configuration from the same context, timed in the same run.
@@ -88,14 +92,14 @@ def expected_rows(config, timed, row) -> list[dict]:
     (Monte Carlo, ``rrs``). No target: the rows say how many decode steps one context costs, and the note
     the per-context standard error each buys (the interval a generation run would need that many steps for).
     """
-    from .decode import plan_decode
-    from .decode.drafting import grow_tree
-    from .decode.exact import ConditionalLaws
-    from .decode.expected import TauOptions, context_tau, sample_contexts
-    from .decode.walk import walk_per_node
-    from .models import load_model_pair
-    from .samplers import get_sampler
-    from .verifiers import get_verifier
+    from ..decode import plan_decode
+    from ..decode.drafting import grow_tree
+    from ..decode.exact import ConditionalLaws
+    from ..decode.expected import TauOptions, context_tau, sample_contexts
+    from ..decode.walk import walk_per_node
+    from ..models import load_model_pair
+    from ..samplers import get_sampler
+    from ..verifiers import get_verifier
 
     pair = load_model_pair("pydoc-ngram")
     contexts = sample_contexts(pair.target, pair.prompts(max(2, config.decode_prompts)), per_prompt=1,
@@ -128,17 +132,17 @@ def expected_rows(config, timed, row) -> list[dict]:
         whole = timed(per_context, max(1, config.repeats // 2))
         each = tuple(x / len(contexts) for x in whole)
         se = float(np.sqrt(np.mean(np.square(errors))))
-        rows.append(row(f"expected tau(c) {verifier}, {label}, 4x3 tree", 4, pair.vocab_size, len(contexts), each,
-                        "one decode step", base, target="report", ratio=each[0] / base[0], passed=True,
-                        note=f"per context {each[0] * 1e3:.0f} ms = {each[0] / base[0]:.0f} decode steps; "
-                             f"per-context standard error {se:.3f} (one generated step: about 1)"))
+        rows.append(bench_row(f"expected tau(c) {verifier}, {label}, 4x3 tree", 4, pair.vocab_size, len(contexts),
+                              each, "one decode step", base, target="report", ratio=each[0] / base[0], passed=True,
+                              note=f"per context {each[0] * 1e3:.0f} ms = {each[0] / base[0]:.0f} decode steps; "
+                                   f"per-context standard error {se:.3f} (one generated step: about 1)"))
     return rows
 
 
-__all__ = ["decode_overhead_rows", "expected_rows"]
+__all__ = ["decode_overhead_rows", "device_rows", "expected_rows"]
 
 
-def device_rows(config, timed, row) -> list[dict]:
+def device_rows(config) -> list[dict]:
     """Rows of the ``device`` figure: verification with torch (``--verify-on device``) against numpy.
 
     On the CPU, per verified node on the synthetic ``4x3`` tree at V = 2,380 and V, for ``rrs``,
@@ -151,8 +155,8 @@ def device_rows(config, timed, row) -> list[dict]:
     """
     import torch
 
-    from .decode import plan_decode, run_decode
-    from .models.synthetic import synthetic_models, synthetic_prompts
+    from ..decode import plan_decode, run_decode
+    from ..models.synthetic import synthetic_models, synthetic_prompts
 
     rows = []
     for V in dict.fromkeys((config.decode_vocab, config.vocab)):
@@ -175,30 +179,31 @@ def device_rows(config, timed, row) -> list[dict]:
                                    float(each.min()), float(each.max()), visits)
             host, device = per_node["host"], per_node["device"]
             ratio = device[0] / host[0]
-            rows.append(row(f"torch verification on CPU, {verifier}, 4x3 tree", 4, V, device[3], device[:3],
-                            "numpy walk (same run)", host[:3], target="<= 1x numpy per verified node",
-                            ratio=ratio, passed=ratio <= 1.0,
-                            note=f"per verified node: torch {device[0] * 1e3:.3f} ms, numpy {host[0] * 1e3:.3f} ms; "
-                                 f"first device decode of the process (torch warm-up included) {first:.2f} s"))
+            rows.append(bench_row(f"torch verification on CPU, {verifier}, 4x3 tree", 4, V, device[3], device[:3],
+                                  "numpy walk (same run)", host[:3], target="<= 1x numpy per verified node",
+                                  ratio=ratio, passed=ratio <= 1.0,
+                                  note=f"per verified node: torch {device[0] * 1e3:.3f} ms, numpy "
+                                       f"{host[0] * 1e3:.3f} ms; first device decode of the process "
+                                       f"(torch warm-up included) {first:.2f} s"))
     if torch.cuda.is_available():
-        rows += _cuda_rows(config, timed, row)
+        rows += _cuda_rows(config)
     return rows
 
 
-def _cuda_rows(config, timed, row) -> list[dict]:
+def _cuda_rows(config) -> list[dict]:
     """The GPU section of the ``device`` figure (see :func:`device_rows`)."""
     import tempfile
     from pathlib import Path
 
     import torch
 
-    from .decode import parse_tree, plan_decode, run_decode
-    from .decode.drafting import grow_tree
-    from .models import Prompt, load_hf_pair
-    from .models.synthetic import synthetic_models
-    from .models.tiny import build_tiny_pair
-    from .samplers import get_sampler
-    from .verifiers import device as dv
+    from ..decode import parse_tree, plan_decode, run_decode
+    from ..decode.drafting import grow_tree
+    from ..models import Prompt, load_hf_pair
+    from ..models.synthetic import synthetic_models
+    from ..models.tiny import build_tiny_pair
+    from ..samplers import get_sampler
+    from ..verifiers import device as dv
 
     rows = []
     V = config.vocab
@@ -227,11 +232,11 @@ def _cuda_rows(config, timed, row) -> list[dict]:
 
         stats = timed(verify, config.repeats)
         each = tuple(s / len(internal) for s in stats)
-        rows.append(row(f"torch verification on CUDA, {verifier}, 4x3 tree (21 nodes, one call)", 4, V,
-                        len(internal), each, "torch.argsort on the GPU", base, target="report",
-                        ratio=each[0] / base[0], passed=True,
-                        note=f"one call for the tree's 21 internal nodes: {stats[0] * 1e3:.2f} ms "
-                             f"({torch.cuda.get_device_name()})"))
+        rows.append(bench_row(f"torch verification on CUDA, {verifier}, 4x3 tree (21 nodes, one call)", 4, V,
+                              len(internal), each, "torch.argsort on the GPU", base, target="report",
+                              ratio=each[0] / base[0], passed=True,
+                              note=f"one call for the tree's 21 internal nodes: {stats[0] * 1e3:.2f} ms "
+                                   f"({torch.cuda.get_device_name()})"))
     with tempfile.TemporaryDirectory() as root:
         t_dir, d_dir = build_tiny_pair(Path(root), family="llama", seed=1)
         pair = load_hf_pair(str(t_dir), str(d_dir), device="cuda")
@@ -247,7 +252,7 @@ def _cuda_rows(config, timed, row) -> list[dict]:
         share = steps[:, S["verify_seconds"]].sum() / total
         per_step = tuple(float(x) for x in (np.median(steps[:, S["verify_seconds"]]),
                                             steps[:, S["verify_seconds"]].min(), steps[:, S["verify_seconds"]].max()))
-        rows.append(row("share of a decode step verifying, tiny HF pair on CUDA, 4x3 rrs", 4, pair.vocab_size,
-                        steps.shape[0], per_step, "-", None, target="report", ratio=share, passed=True,
-                        note=f"verification {share:.1%} of a step's time ({steps.shape[0]} steps)"))
+        rows.append(bench_row("share of a decode step verifying, tiny HF pair on CUDA, 4x3 rrs", 4,
+                              pair.vocab_size, steps.shape[0], per_step, "-", None, target="report", ratio=share,
+                              passed=True, note=f"verification {share:.1%} of a step's time ({steps.shape[0]} steps)"))
     return rows

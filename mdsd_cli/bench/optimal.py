@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from .common import bench_row, random_pairs
+
 #: Global Resolution's published overhead at top-k = 10, n = 5 (other hardware).
 GLOBAL_RESOLUTION_K10 = 0.071
 
@@ -65,12 +67,12 @@ def _per_use(make, pairs, drafts, rng, baseline, repeats):
     return stats(base), stats(setup), stats(step), stats(total), v
 
 
-def optimal_rows(config, row, *, vocab_pairs, repeats, with_wor=True):
-    """The rows of the ``optimal`` figure (see the module docstring)."""
-    from .bench import random_pairs
-    from .bounds import optimal_acceptance
-    from .verifiers.optimal import OptimalIID, OptimalWOR
+def optimal_rows(config, *, vocab_pairs=1, repeats=None, with_wor=True) -> list[dict]:
+    """The rows of the ``optimal`` figure (see the module docstring); ``repeats`` defaults to the config's."""
+    from ..bounds import optimal_acceptance
+    from ..verifiers.optimal import OptimalIID, OptimalWOR
 
+    repeats = config.repeats if repeats is None else repeats
     rng = np.random.default_rng(config.seed)
     Ps, Qs = random_pairs(1, 512, config.seed)
     OptimalIID(Ps[0], Qs[0], 2).sample(np.array([[0, 1]]), rng)  # compile the kernels first
@@ -84,11 +86,11 @@ def optimal_rows(config, row, *, vocab_pairs, repeats, with_wor=True):
         gap = optimal_acceptance(p, q, n, sampler=v.sampler) - (v.exact_rate() or float("nan"))
         text = (f"per pair: set-up {setup[0] * 1e3:.2f} ms + step {step[0] * 1e3:.2f} ms = "
                 f"{total[0] * 1e3:.2f} ms; alpha* - rate = {gap:.1e}")
-        rows.append(row(label, n, V, len(pairs), total, "one argsort of a row", base,
-                        target=target, ratio=ratio, passed=limit is None or ratio <= limit,
-                        note=(text + ("; " + note if note else ""))))
+        rows.append(bench_row(label, n, V, len(pairs), total, "one argsort of a row", base,
+                              target=target, ratio=ratio, passed=limit is None or ratio <= limit,
+                              note=(text + ("; " + note if note else ""))))
 
-    from .samplers import SAMPLERS
+    from ..samplers import SAMPLERS
 
     def maker(cls, n):
         def make(p, q):
@@ -110,7 +112,7 @@ def optimal_rows(config, row, *, vocab_pairs, repeats, with_wor=True):
     add("optimal-iid per pair, batch", 4, config.batch_vocab, list(zip(Pb, Qb)), maker(OptimalIID, 4),
         lambda: np.argsort(Pb, axis=1), "<= 5x", 5.0)
     # real text, cold and warm
-    from .datasets import load_data
+    from ..datasets import load_data
 
     for T in (0.25, 1.0):
         data = load_data("pydoc-ngram", temperature=T)

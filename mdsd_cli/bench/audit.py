@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from .common import bench_row
+
 #: Calls per second the harness must allow with a trivial callable.
 HARNESS_CALLS_PER_SECOND = 5e5
 #: Largest share of the calls' own time the harness may add (numpy RRS).
@@ -74,10 +76,10 @@ def _plain_loop(fn, arguments: list) -> None:
         fn(p, q, drafts, rng)
 
 
-def audit_overhead_rows(config, row) -> list[dict]:
-    """Rows of the ``audit`` figure; ``row`` is the bench's row builder."""
-    from .audit import audit_verifier, battery_cases
-    from .audit.examples import rrs
+def audit_overhead_rows(config) -> list[dict]:
+    """Rows of the ``audit`` figure (see the module docstring)."""
+    from ..audit import audit_verifier, battery_cases
+    from ..audit.examples import rrs
 
     calls = max(12_000, config.mc_samples // 2)
     cases = battery_cases(3)
@@ -112,12 +114,13 @@ def audit_overhead_rows(config, row) -> list[dict]:
                 f"{base[0] * 1e6:.2f} us/call; {made:,} calls, {len(recorder.states):,} generators")
         if name == "rrs":
             ratio = statistics.median(h / b for h, b in zip(harness, looped))
-            rows.append(row("audit overhead, numpy rrs", 3, vocab, len(cases), stats, "the same calls in a loop",
-                            base, target=f"<= {HARNESS_SHARE:g}", ratio=ratio, passed=ratio <= HARNESS_SHARE,
-                            note=note))
+            rows.append(bench_row("audit overhead, numpy rrs", 3, vocab, len(cases), stats,
+                                  "the same calls in a loop", base, target=f"<= {HARNESS_SHARE:g}", ratio=ratio,
+                                  passed=ratio <= HARNESS_SHARE, note=note))
         else:
             rate = 1.0 / stats[0] if stats[0] > 0 else float("inf")
-            rows.append(row("audit harness, trivial callable", 3, vocab, len(cases), stats,
-                            "the same calls in a loop", base, target=f">= {HARNESS_CALLS_PER_SECOND:.0e} calls/s",
-                            ratio=rate, passed=rate >= HARNESS_CALLS_PER_SECOND, note=note))
+            rows.append(bench_row("audit harness, trivial callable", 3, vocab, len(cases), stats,
+                                  "the same calls in a loop", base,
+                                  target=f">= {HARNESS_CALLS_PER_SECOND:.0e} calls/s", ratio=rate,
+                                  passed=rate >= HARNESS_CALLS_PER_SECOND, note=note))
     return rows
