@@ -13,9 +13,10 @@ family-wise level, whether its output law departs from ``p``.
 """
 
 from .callables import MdsdVerifierCallable, adapt_callable, as_callable, load_callable
+from .calls import case_inputs, replay, tuple_seed
 from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
 from .report import AuditReport, CaseResult, TupleEvidence
-from .run import audit_verifier, case_inputs, replay, tuple_seed
+from .run import audit_verifier
 
 __all__ = [
     "AuditCase", "AuditReport", "CaseResult", "MdsdVerifierCallable", "TupleEvidence", "adapt_callable",

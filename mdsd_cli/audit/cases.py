@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..distributions import check_pair
+from ..distributions import PairBatch, check_pair
 from ..errors import InputError
 
 
@@ -139,3 +139,22 @@ def pair_cases(pairs, *, prefix: str = "pair") -> list[AuditCase]:
     index = pairs.labels.get("pair", np.arange(pairs.num_pairs))
     return [AuditCase(f"{prefix}-{int(index[i])}", pairs.target[i], pairs.draft[i], f"from {pairs.source or 'pairs'}")
             for i in range(pairs.num_pairs)]
+
+
+def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str = "float64") -> list[AuditCase]:
+    """``"battery"``, ``"random"``, a :class:`~mdsd_cli.distributions.PairBatch`, or a sequence of
+    :class:`AuditCase` or ``(p, q)`` pairs, as a list of cases."""
+    if isinstance(cases, str):
+        if cases == "battery":
+            return battery_cases(n, dtype=dtype)
+        if cases == "random":
+            return random_cases(count, seed=seed)
+        raise InputError(f"unknown cases {cases!r}; give 'battery', 'random', pairs or a list of (p, q)")
+    if isinstance(cases, PairBatch):
+        return pair_cases(cases)
+    out = []
+    for i, c in enumerate(cases):
+        out.append(c if isinstance(c, AuditCase) else make_case(f"case-{i}", *c))
+    if not out:
+        raise InputError("no cases to audit")
+    return out

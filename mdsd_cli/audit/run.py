@@ -1,19 +1,31 @@
-"""The audit itself: stratified calls of the function, the sequential test, the report."""
+"""The audit itself: stratified calls of the function, the sequential test, the report.
+
+What the function is given and how its answers are read (tokens, accepted indices, failures) is in
+:mod:`.calls`; the cases it runs on in :mod:`.cases`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import math
-import operator
 
 import numpy as np
 
-from ..distributions import PairBatch
 from ..errors import InputError
 from ..samplers import get_sampler
 from .betting import AcceptanceBoundTest, DirectionalBettingTest
-from .cases import AuditCase, battery_cases, make_case, pair_cases, random_cases
-from .guards import CallTimeout, Interrupt, deadline, no_process_exit
+from .calls import (
+    DTYPES,
+    BadOutput,
+    case_inputs,
+    check_indices,
+    describe_failure,
+    parse_results,
+    replay,
+    tuple_seed,
+)
+from .cases import AuditCase, resolve_cases
+from .guards import Interrupt, deadline, no_process_exit
 from .report import (
     ERROR,
     EXACT_TOLERANCE,
@@ -53,103 +65,6 @@ EVIDENCE = 3
 #: this many standard errors of sampling noise.
 EVIDENCE_FRACTION = 0.05
 EVIDENCE_NOISE = 2.0
-DTYPES = ("float64", "float32", "float16")
-
-
-def case_inputs(case: AuditCase, dtype: str = "float64"):
-    """``(p, q)`` as the function receives them (read-only, in ``dtype``) and as the audit tests
-    them (float64, renormalised after the rounding to ``dtype``)."""
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose {', '.join(DTYPES)}")
-    given = []
-    tested = []
-    for x in (case.p, case.q):
-        seen = np.array(x, dtype=dtype)
-        seen.flags.writeable = False
-        given.append(seen)
-        exact = seen.astype(np.float64)
-        total = exact.sum()
-        if not total > 0:
-            raise InputError(f"case {case.name}: a distribution rounds to all zeros in {dtype}")
-        tested.append(exact / total)
-    return given[0], given[1], tested[0], tested[1]
-
-
-def tuple_seed(seed: int, case: int, member: int) -> int:
-    """The seed of the generator the calls on tuple ``member`` (its index in the enumerated draft law)
-    of case ``case`` receive: ``numpy.random.default_rng`` hashes it, so consecutive seeds give
-    unrelated streams."""
-    base = int(np.random.SeedSequence([seed, case]).generate_state(1, np.uint32)[0])
-    return (base + member) % 2**32
-
-
-def replay(fn, case: AuditCase, drafts, *, seed: int, calls: int, dtype: str = "float64") -> np.ndarray:
-    """Call ``fn`` ``calls`` times on ``drafts`` of ``case`` with ``numpy.random.default_rng(seed)``, as the
-    audit did, and count its output tokens (``[V]``): the counts the audit reported for that tuple."""
-    seen_p, seen_q, p, _ = case_inputs(case, dtype)
-    row = np.array(drafts, dtype=np.int64)
-    row.flags.writeable = False
-    rng = np.random.default_rng(seed)
-    tokens = [fn(seen_p, seen_q, row, rng) for _ in range(int(calls))]
-    parsed, _ = _parse(tokens, p.size)
-    return np.bincount(parsed, minlength=p.size)
-
-
-class _BadOutput(Exception):
-    """The function returned something that is not a token (or an inconsistent index)."""
-
-
-def _token(x) -> int:
-    if isinstance(x, (bool, np.bool_)):
-        raise _BadOutput(f"returned {x!r}, a bool, not a token id (an integer)")
-    try:
-        return operator.index(x)
-    except TypeError:
-        pass
-    if isinstance(x, np.ndarray) and x.size == 1 or hasattr(x, "numel") and x.numel() == 1:
-        return _token(x.item())
-    raise _BadOutput(f"returned {x!r}, not a token id (an integer)")
-
-
-def _integers(values: list) -> np.ndarray | None:
-    """``values`` as an int64 array if they are all integers, else None."""
-    try:
-        arr = np.asarray(values)
-    except (ValueError, TypeError):
-        return None
-    return arr.astype(np.int64) if arr.ndim == 1 and arr.dtype.kind in "iu" else None
-
-
-def _parse(results: list, V: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Tokens ``[b]`` and accepted indices ``[b]`` (-1 for none; None if the function gives no index)."""
-    tokens = indices = None
-    if results and isinstance(results[0], tuple) and all(type(r) is tuple and len(r) == 2 for r in results):
-        tokens = _integers([r[0] for r in results])
-        indices = _integers([-1 if r[1] is None else r[1] for r in results])
-        if tokens is None or indices is None:
-            tokens = indices = None
-    elif results and not isinstance(results[0], (tuple, list)):
-        tokens = _integers(results)
-    if tokens is None:  # the slow way, naming the first value that is not a token
-        tokens = np.empty(len(results), dtype=np.int64)
-        indices = np.full(len(results), -1, dtype=np.int64)
-        given = False
-        for i, r in enumerate(results):
-            if isinstance(r, (tuple, list)):
-                if len(r) != 2:
-                    raise _BadOutput(f"returned a {type(r).__name__} of length {len(r)}; return token or "
-                                     "(token, accepted_index)")
-                tokens[i] = _token(r[0])
-                if r[1] is not None:
-                    indices[i] = _token(r[1])
-                given = True
-            else:
-                tokens[i] = _token(r)
-        indices = indices if given else None
-    bad = (tokens < 0) | (tokens >= V)
-    if bad.any():
-        raise _BadOutput(f"returned token {int(tokens[np.argmax(bad)])}, outside 0..{V - 1}")
-    return tokens, indices
 
 
 class CaseRun:
@@ -228,7 +143,7 @@ class CaseRun:
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # SystemExit included: the law's own failure, reported for this case
-                self._fail(ERROR, f"the law function {_failure(exc)} on drafts {tuple(row.tolist())}")
+                self._fail(ERROR, f"the law function {describe_failure(exc)} on drafts {tuple(row.tolist())}")
                 return
             if values.shape != (self.V,) or not np.isfinite(values).all() or values.min() < -1e-12 \
                     or abs(values.sum() - 1.0) > 1e-9:
@@ -356,15 +271,15 @@ class CaseRun:
                 where = self.rows[t]
                 calls = int(self.member_calls[t] + np.count_nonzero(members[:made] == t)) + 1
                 replay = f"replay: seed {tuple_seed(self.seed, self.index, t)}, {calls:,} calls"
-            self._fail(ERROR, f"the function {_failure(failure)} on drafts {tuple(where.tolist())} "
+            self._fail(ERROR, f"the function {describe_failure(failure)} on drafts {tuple(where.tolist())} "
                               f"({replay})")
             return made + 1
         self.done += made
         try:
-            tokens, indices = _parse(results, self.V)
+            tokens, indices = parse_results(results, self.V)
             if indices is not None:
-                self._check_indices(drafted, tokens, indices)
-        except _BadOutput as exc:
+                check_indices(drafted, tokens, indices)
+        except BadOutput as exc:
             self._fail(ERROR, f"the function {exc}")
             return made
         G = self.strata.num_strata
@@ -437,20 +352,6 @@ class CaseRun:
         except BaseException as exc:
             return results, exc
         return results, None
-
-    @staticmethod
-    def _check_indices(drafted: np.ndarray, tokens: np.ndarray, indices: np.ndarray) -> None:
-        k = drafted.shape[1]
-        given = indices >= 0
-        if (indices[given] >= k).any():
-            i = int(np.flatnonzero(given & (indices >= k))[0])
-            raise _BadOutput(f"returned accepted index {int(indices[i])} for {k} drafts")
-        rows = np.flatnonzero(given)
-        wrong = drafted[rows, indices[rows]] != tokens[rows]
-        if wrong.any():
-            i = int(rows[np.argmax(wrong)])
-            raise _BadOutput(f"returned token {int(tokens[i])} with accepted index {int(indices[i])}, but draft "
-                             f"{int(indices[i])} of {tuple(drafted[i].tolist())} is {int(drafted[i, indices[i]])}")
 
     # --- the result -----------------------------------------------------------------------------
     def result(self) -> CaseResult:
@@ -537,38 +438,6 @@ class CaseRun:
                                      seed=tuple_seed(self.seed, self.index, t), total=total, reference=reference,
                                      reference_law=None if reference_law is None else reference_law[g].copy()))
         return out
-
-
-def _failure(exc: BaseException) -> str:
-    """What the function did instead of returning: ``raised ValueError: ...`` or ``did not return within ...``."""
-    if isinstance(exc, CallTimeout):
-        return f"{exc} (--timeout)"
-    return f"raised {_first_line(exc)}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
-def resolve_cases(cases, n: int, *, seed: int = 0, count: int = 10, dtype: str = "float64") -> list[AuditCase]:
-    """``"battery"``, ``"random"``, a :class:`~mdsd_cli.distributions.PairBatch`, or a sequence of
-    :class:`AuditCase` or ``(p, q)`` pairs, as a list of cases."""
-    if isinstance(cases, str):
-        if cases == "battery":
-            return battery_cases(n, dtype=dtype)
-        if cases == "random":
-            return random_cases(count, seed=seed)
-        raise InputError(f"unknown cases {cases!r}; give 'battery', 'random', pairs or a list of (p, q)")
-    if isinstance(cases, PairBatch):
-        return pair_cases(cases)
-    out = []
-    for i, c in enumerate(cases):
-        out.append(c if isinstance(c, AuditCase) else make_case(f"case-{i}", *c))
-    if not out:
-        raise InputError("no cases to audit")
-    return out
 
 
 def _notes(case_list, level: float, per_case: int) -> list[str]:
@@ -712,3 +581,6 @@ def audit_verifier(fn, *, sampler: str = "iid", n: int, cases="battery", budget:
     return AuditReport(cases=[r.result() for r in runs], sampler=s.name, n=n, alpha=alpha, level=level,
                        budget=int(budget), seed=seed, rounding_threshold=rounding, notes=notes,
                        interrupted=interrupt.requested)
+
+
+__all__ = ["DTYPES", "CaseRun", "audit_verifier", "case_inputs", "replay", "resolve_cases", "tuple_seed"]

@@ -10,8 +10,9 @@ import typer
 
 from ..errors import DataFileError, InputError
 from ..io import OutputSet, build_manifest, check_output_path
-from .console import emit_table, show_progress, status, warn
+from .console import emit_table, show_progress, warn
 from .decode_expected import EXPECTED_PANEL
+from .decode_pair import HF_DEFAULTS, _check_model_settings, _load_pair, _prompts, _prompts_file
 from .options import FormatOpt, OutOpt, ProgressOpt, QuietOpt, executor_options
 
 MODEL_PANEL = "Models and prompts"
@@ -40,9 +41,6 @@ CONFIG_RANGES = {"vocab": (2, None), "model_seed": (0, None), "noise": (0, None)
 #: Settings of --expected runs (left out of a generation run's manifest).
 EXPECTED_KEYS = ("expected", "contexts_per_prompt", "method", "prune", "tail_samples", "replicates", "draft_samples",
                  "repeats", "compare")
-#: Settings of Hugging Face models (--target/--draft), with their defaults.
-HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
-               "chat_template": False, "scoring": "auto", "threads": None}
 DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
             "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
@@ -56,7 +54,7 @@ ExecutorOpt, SchedulerOpt, TimeoutOpt = executor_options(
 
 def read_config(path: Path) -> dict:
     """A decode config (TOML): keys of :data:`CONFIG_KEYS`; tree files resolve against the config's directory."""
-    from ..sweep import read_toml
+    from ..sweep_config import read_toml
 
     data = read_toml(path, missing=DataFileError)
     unknown = sorted(set(data) - set(CONFIG_KEYS))
@@ -81,65 +79,6 @@ def read_config(path: Path) -> dict:
     if isinstance(data.get("prompts"), str) and not data["prompts"].isdigit() and not Path(data["prompts"]).is_absolute():
         data["prompts"] = str(base / data["prompts"])
     return data
-
-
-def _prompts_file(text: str) -> Path:
-    path = Path(text)
-    if not path.exists():
-        raise DataFileError(f"prompts file {path} not found (give a count or a text/JSONL file of prompts)")
-    return path
-
-
-def _prompts(pair, spec: str):
-    """``N`` built-in prompts, or the prompts of a text/JSONL file (the formats of ``mdsd dump``)."""
-    from ..models import Prompt
-
-    text = str(spec).strip()
-    if text.isdigit():
-        count = int(text)
-        if count < 1:
-            raise InputError("--prompts must be >= 1 (a count) or a prompts file")
-        prompts = pair.prompts(count)
-        if len(prompts) < count:
-            warn(f"--prompts {count}: the built-in set has {len(prompts)} prompts; running all {len(prompts)}")
-        return prompts
-    path = _prompts_file(text)
-    from ..datasets.hf import read_prompts
-
-    return [Prompt(p.id, tuple(pair.target.encode(p.text)), p.text) for p in read_prompts(path, "generate")]
-
-
-def _load_pair(settings: dict, *, trust_remote_code: bool, quiet: bool = True):
-    """The built-in pair of ``--models``, or the Hugging Face pair of ``--target``/``--draft``."""
-    from ..models import load_hf_pair, load_model_pair
-
-    if settings.get("target") is None:
-        return load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
-                               noise=settings["noise"])
-    with status(f"loading the Hugging Face pair {settings['target']} / {settings['draft']} "
-                "(tokenizer, weights; 10-40 s for models of a few hundred MB)", quiet=quiet):
-        return load_hf_pair(settings["target"], settings["draft"], device=settings["device"], dtype=settings["dtype"],
-                            revision=settings["revision"], draft_revision=settings["draft_revision"],
-                            trust_remote_code=trust_remote_code, chat_template=settings["chat_template"],
-                            scoring=settings["scoring"], threads=settings["threads"], notify=warn)
-
-
-def _check_model_settings(settings: dict, given_models: bool) -> None:
-    """--models and --target/--draft exclude each other; the Hugging Face options need --target/--draft."""
-    hf = settings.get("target") is not None or settings.get("draft") is not None
-    if hf:
-        if settings.get("target") is None or settings.get("draft") is None:
-            raise InputError("give both --target and --draft (local directories or Hugging Face names)")
-        if given_models:
-            raise InputError("--models picks a built-in pair; drop it when giving --target and --draft")
-        if str(settings["prompts"]).strip().isdigit():
-            raise InputError("Hugging Face models have no built-in prompts; give --prompts FILE (one prompt per "
-                             "line, or JSONL with 'prompt')")
-        return
-    set_hf = [k for k, v in HF_DEFAULTS.items() if settings.get(k, v) != v]
-    if set_hf:
-        raise InputError(f"--{set_hf[0].replace('_', '-')} applies to Hugging Face models; use it with --target "
-                         "and --draft")
 
 
 def decode(

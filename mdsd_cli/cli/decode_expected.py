@@ -18,7 +18,7 @@ class PairLoader:
         self.settings, self.trust_remote_code = dict(settings), trust_remote_code
 
     def __call__(self) -> dict:
-        from .decode import _load_pair
+        from .decode_pair import _load_pair
 
         pair = _load_pair(self.settings, trust_remote_code=self.trust_remote_code)
         return {"target": pair.target, "draft": pair.draft}

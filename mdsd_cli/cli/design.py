@@ -120,7 +120,8 @@ def _run_config(ctx, path: Path, *, progress, quiet):
 
     from ..design import FAMILIES, design_search, parse_grid
     from ..errors import InputError
-    from ..sweep import _base_pairs, _check_dataset_exists, _dataset_specs, read_toml
+    from ..sweep import _base_pairs
+    from ..sweep_config import _check_dataset_exists, _dataset_specs, read_toml
     from .data import given
 
     clash = given(ctx, "data", "synthetic", "pairs", "pair_range", "temperature", "drafts", "family", "grid",

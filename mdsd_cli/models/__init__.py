@@ -22,28 +22,9 @@ can compute in one pass: :class:`~.hf.HFModel`, any Hugging Face causal LM
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..errors import InputError
-from .base import NextTokenModel, Prompt, tree_paths
+from .base import ModelPair, NextTokenModel, Prompt, tree_paths
 from .trained import pystdlib_paths
-
-
-@dataclass(frozen=True)
-class ModelPair:
-    """A target and a draft model over one vocabulary, with their built-in prompts."""
-
-    name: str
-    target: NextTokenModel
-    draft: NextTokenModel
-    #: ``prompts(count)`` gives ``count`` built-in prompts (held-out text, or random ids).
-    prompts: object = None
-    metadata: dict = field(default_factory=dict)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.target.vocab_size
-
 
 #: Built-in pairs: name -> one-line description.
 MODEL_PAIRS = {

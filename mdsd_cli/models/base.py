@@ -24,7 +24,7 @@ probabilities at a temperature.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -119,4 +119,20 @@ class NextTokenModel:
         return {"name": self.name, "vocab_size": self.vocab_size}
 
 
-__all__ = ["NextTokenModel", "Prompt", "tree_paths"]
+@dataclass(frozen=True)
+class ModelPair:
+    """A target and a draft model over one vocabulary, with their built-in prompts."""
+
+    name: str
+    target: NextTokenModel
+    draft: NextTokenModel
+    #: ``prompts(count)`` gives ``count`` built-in prompts (held-out text, or random ids).
+    prompts: object = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.vocab_size
+
+
+__all__ = ["ModelPair", "NextTokenModel", "Prompt", "tree_paths"]

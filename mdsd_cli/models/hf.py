@@ -534,7 +534,7 @@ def load_hf_pair(target: str, draft: str, *, device: str = "auto", dtype: str = 
     (``torch.set_num_threads``); on a busy or small machine one thread avoids
     oversubscription, which slows small models' passes tenfold or more.
     """
-    from . import ModelPair
+    from .base import ModelPair
 
     notify = notify or (lambda message: None)
     if dtype not in MODEL_DTYPES:

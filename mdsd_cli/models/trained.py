@@ -91,7 +91,7 @@ def load_pystdlib_pair(*, device: str = "auto", dtype: str = "float32", scoring:
     Loaded by :func:`~mdsd_cli.models.hf.load_hf_pair` (its options; float16
     weights computed in ``dtype``); needs torch and transformers.
     """
-    from . import ModelPair
+    from .base import ModelPair
     from .hf import load_hf_pair
 
     paths = pystdlib_paths(directory)

@@ -25,6 +25,7 @@ computed when a step first needs them and kept (one pass over the segment each).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -37,9 +38,19 @@ TRUSTED = 1e-9
 
 
 def _kernels():
-    from . import _chord_kernels
+    """The compiled kernels (imported on first use: numba loads them then)."""
+    from ._chord_kernels import (
+        _mass,
+        _mixture_law,
+        _path_groups,
+        _prefix2,
+        _segment_rule,
+        _tree_hull,
+        _walk,
+    )
 
-    return _chord_kernels
+    return SimpleNamespace(_mass=_mass, _mixture_law=_mixture_law, _path_groups=_path_groups, _prefix2=_prefix2,
+                           _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
 def segment_rule_decimal(qS: np.ndarray, inG: np.ndarray, rest: float, kappa: float) -> tuple[np.ndarray, np.ndarray]:
