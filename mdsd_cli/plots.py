@@ -78,50 +78,51 @@ def _need(rows, what: str):
     return rows
 
 
-def plot_samplers(summary, out: Path) -> list[Path]:
-    plt = _pyplot()
-    rows = _need(summary[(summary.kind == "bound") & (summary.status == "ok")], "α* rows")
+def _temperature_panels(plt, rows, out: Path, title: str, stem: str, *, band: bool, ylabel: str, legend: dict,
+                        extra=None) -> list[Path]:
+    """One figure per dataset, a panel per n: a line per ``name`` against temperature (with its 95% band if
+    ``band``), then whatever ``extra(ax, rows)`` adds to the panel."""
     paths = []
     for dataset, d in rows.groupby("dataset", sort=False):
         ns = sorted(d.n.unique())
-        fig, axes = _panels(plt, len(ns), f"α* against temperature — {dataset}")
+        fig, axes = _panels(plt, len(ns), f"{title} — {dataset}")
         for ax, n in zip(axes, ns):
-            for name, g in d[d.n == n].groupby("name", sort=False):
+            dn = d[d.n == n]
+            for name, g in dn.groupby("name", sort=False):
                 g = g.sort_values("temperature")
-                _band(ax, g.temperature, g, COLORS.get(name), name)
+                _band(ax, g.temperature, g, COLORS.get(name), name, band=band)
+            if extra is not None:
+                extra(ax, dn)
             ax.set_title(f"n = {n}")
             ax.set_xlabel("temperature")
-        axes[0].set_ylabel("optimal acceptance α*")
-        axes[0].legend(title="draft sampler")
-        paths += _save(fig, out, f"alpha-vs-temperature-{dataset}")
+        axes[0].set_ylabel(ylabel)
+        axes[0].legend(**legend)
+        paths += _save(fig, out, f"{stem}-{dataset}")
         plt.close(fig)
     return paths
+
+
+def plot_samplers(summary, out: Path) -> list[Path]:
+    plt = _pyplot()
+    rows = _need(summary[(summary.kind == "bound") & (summary.status == "ok")], "α* rows")
+    return _temperature_panels(plt, rows, out, "α* against temperature", "alpha-vs-temperature", band=True,
+                               ylabel="optimal acceptance α*", legend={"title": "draft sampler"})
 
 
 def plot_verifier_gap(summary, out: Path) -> list[Path]:
     plt = _pyplot()
     rows = _need(summary[(summary.kind == "verify") & (summary.status == "ok")], "verifier rows")
-    paths = []
-    for dataset, d in rows.groupby("dataset", sort=False):
-        ns = sorted(d.n.unique())
-        fig, axes = _panels(plt, len(ns), f"verifiers against α* of their draft law — {dataset}")
-        for ax, n in zip(axes, ns):
-            dn = d[d.n == n]
-            for name, g in dn.groupby("name", sort=False):
-                g = g.sort_values("temperature")
-                _band(ax, g.temperature, g, COLORS.get(name), name, band=False)
-            dashes = iter((":", "--", "-.", (0, (1, 3))))
-            for law, g in dn.groupby("sampler", sort=False):
-                g = g.drop_duplicates("temperature").sort_values("temperature")
-                ax.plot(g.temperature, g.alpha_star_mean, ls=next(dashes), color="black", lw=1.0, alpha=0.7,
-                        label=f"α* {law}")
-            ax.set_title(f"n = {n}")
-            ax.set_xlabel("temperature")
-        axes[0].set_ylabel("acceptance rate P(Y ∈ X)")
-        axes[0].legend(title="verifier / bound", fontsize=7, ncol=2)
-        paths += _save(fig, out, f"verifier-gap-{dataset}")
-        plt.close(fig)
-    return paths
+
+    def alpha_star_lines(ax, dn):  # α* of each draft law, dashed
+        dashes = iter((":", "--", "-.", (0, (1, 3))))
+        for law, g in dn.groupby("sampler", sort=False):
+            g = g.drop_duplicates("temperature").sort_values("temperature")
+            ax.plot(g.temperature, g.alpha_star_mean, ls=next(dashes), color="black", lw=1.0, alpha=0.7,
+                    label=f"α* {law}")
+
+    return _temperature_panels(plt, rows, out, "verifiers against α* of their draft law", "verifier-gap",
+                               band=False, ylabel="acceptance rate P(Y ∈ X)",
+                               legend={"title": "verifier / bound", "fontsize": 7, "ncol": 2}, extra=alpha_star_lines)
 
 
 def plot_num_drafts(summary, out: Path) -> list[Path]:

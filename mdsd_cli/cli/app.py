@@ -83,18 +83,20 @@ def _root(
     """
 
 
-app.command("bound", rich_help_panel="Bounds")(bound_commands.bound)
-app.command("design", rich_help_panel="Bounds")(design_commands.design)
-app.command("verify", rich_help_panel="Verifiers")(verify_commands.verify)
-app.command("check-lossless", rich_help_panel="Verifiers")(verify_commands.check_lossless)
-app.command("audit", rich_help_panel="Verifiers")(audit_commands.audit)
-app.command("decode", rich_help_panel="Generation")(decode_commands.decode)
-app.command("sweep", rich_help_panel="Experiments")(sweep_commands.sweep)
-app.command("plot", rich_help_panel="Experiments")(sweep_commands.plot)
-app.command("generate", rich_help_panel="Data")(bound_commands.generate)
-app.command("dump", rich_help_panel="Data")(dataset_commands.dump)
-app.command("datasets", rich_help_panel="Data")(dataset_commands.datasets)
-app.command("bench", rich_help_panel="Performance")(bench_commands.bench)
+#: The commands by help panel, in the order --help lists them.
+COMMANDS = {
+    "Bounds": {"bound": bound_commands.bound, "design": design_commands.design},
+    "Verifiers": {"verify": verify_commands.verify, "check-lossless": verify_commands.check_lossless,
+                  "audit": audit_commands.audit},
+    "Generation": {"decode": decode_commands.decode},
+    "Experiments": {"sweep": sweep_commands.sweep, "plot": sweep_commands.plot},
+    "Data": {"generate": bound_commands.generate, "dump": dataset_commands.dump,
+             "datasets": dataset_commands.datasets},
+    "Performance": {"bench": bench_commands.bench},
+}
+for panel, commands in COMMANDS.items():
+    for name, command in commands.items():
+        app.command(name, rich_help_panel=panel)(command)
 
 
 def main() -> None:
