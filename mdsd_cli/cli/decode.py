@@ -43,6 +43,8 @@ EXPECTED_KEYS = ("expected", "contexts_per_prompt", "method", "prune", "tail_sam
 #: Settings of Hugging Face models (--target/--draft), with their defaults.
 HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
                "chat_template": False, "scoring": "auto", "threads": None}
+#: The Hugging Face options that also apply to the shipped pair (``--models pystdlib``).
+PYSTDLIB_OPTIONS = ("device", "dtype", "scoring", "threads")
 DEFAULTS = {"models": "pydoc-ngram", "vocab": 1000, "model_seed": 0, "noise": 1.0, "prompts": "16",
             "max_new_tokens": 64, "trees": ["2x4"], "samplers": [], "verifiers": ["rrs"], "temperatures": [1.0],
             "seed": 0, "draft_cost": 0.05, "node_cost": 0.0, "baselines": True, "node_metrics": True,
@@ -113,6 +115,12 @@ def _load_pair(settings: dict, *, trust_remote_code: bool, quiet: bool = True):
     """The built-in pair of ``--models``, or the Hugging Face pair of ``--target``/``--draft``."""
     from ..models import load_hf_pair, load_model_pair
 
+    if settings.get("target") is None and settings["models"] == "pystdlib":  # a Hugging Face pair, shipped
+        from ..models.trained import load_pystdlib_pair
+
+        with status("loading the pystdlib pair", quiet=quiet):
+            return load_pystdlib_pair(device=settings["device"], dtype=settings["dtype"], scoring=settings["scoring"],
+                                      threads=settings["threads"], notify=warn)
     if settings.get("target") is None:
         return load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
                                noise=settings["noise"])
@@ -136,16 +144,21 @@ def _check_model_settings(settings: dict, given_models: bool) -> None:
             raise InputError("Hugging Face models have no built-in prompts; give --prompts FILE (one prompt per "
                              "line, or JSONL with 'prompt')")
         return
-    set_hf = [k for k, v in HF_DEFAULTS.items() if settings.get(k, v) != v]
+    shipped = settings.get("models") == "pystdlib"  # loaded as a Hugging Face pair: these options apply
+    set_hf = [k for k, v in HF_DEFAULTS.items()
+              if settings.get(k, v) != v and not (shipped and k in PYSTDLIB_OPTIONS)]
     if set_hf:
         raise InputError(f"--{set_hf[0].replace('_', '-')} applies to Hugging Face models; use it with --target "
-                         "and --draft")
+                         "and --draft" + (" (--models pystdlib takes --device, --dtype, --scoring and --threads)"
+                                          if shipped else ""))
 
 
 def decode(
     models: str | None = typer.Option(None, "--models", "-m", help="Model pair: pydoc-ngram (4-gram target, "
-                                      "bigram draft; real text) or synthetic (context-hashed perturbed Zipf at "
-                                      "--vocab). (default: pydoc-ngram)", rich_help_panel=MODEL_PANEL),
+                                      "bigram draft; real text), pystdlib (the shipped neural pair: Llama-style "
+                                      "4.5M target, 0.37M draft, trained on Python's standard library; needs torch "
+                                      "and transformers; takes --device, --dtype, --scoring, --threads) or "
+                                      "synthetic (context-hashed perturbed Zipf at --vocab). (default: pydoc-ngram)", rich_help_panel=MODEL_PANEL),
     target: str | None = typer.Option(None, "--target", help="Target causal LM instead of --models: a local "
                                       "directory or a Hugging Face name (needs torch and transformers).",
                                       rich_help_panel=HF_PANEL),
