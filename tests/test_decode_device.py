@@ -115,3 +115,24 @@ def test_bad_input_on_the_device_path():
         as_device_rows(target, torch.zeros(3, 12, dtype=torch.int64), 3, "cpu")
     with pytest.raises(InputError, match="returned logits of dtype float32 on meta"):
         as_device_rows(target, torch.zeros(3, 12, device="meta"), 3, "cpu")
+
+
+def test_the_cpu_walk_runs_torch_single_threaded_and_restores_the_thread_count():
+    """On a busy 2-core machine torch's parallel ops stall on a descheduled worker (7.8 ms instead of 0.12 ms
+    per verified node): the walk runs with one thread, and the caller's setting comes back, also after an
+    error inside the block."""
+    from mdsd_cli.decode.device_walk import one_thread_on_cpu
+
+    before = torch.get_num_threads()
+    seen = []
+    with one_thread_on_cpu("cpu"):
+        seen.append(torch.get_num_threads())
+    with pytest.raises(RuntimeError), one_thread_on_cpu("cpu"):
+        raise RuntimeError
+    with one_thread_on_cpu("cuda:0"):
+        seen.append(torch.get_num_threads())
+    assert seen == [1, before] and torch.get_num_threads() == before
+    target, draft = synthetic_models(50, seed=0)
+    run_decode(target, draft, [Prompt(0, (1, 2))], specs_for("rrs", "iid", "2x2", 1.0, V=50), max_new_tokens=4, seed=0,
+               verify_on="device")
+    assert torch.get_num_threads() == before

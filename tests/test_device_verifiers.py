@@ -151,6 +151,64 @@ def test_sampled_tokens_follow_the_law(name, dev):
     np.testing.assert_array_equal(indices, [first.get(int(t), -1) for t in tokens])
 
 
+@pytest.mark.parametrize("name", ["rrs", "rrsw", "kseq"])
+def test_sequential_draws_on_the_cpu_follow_the_law(name):
+    """The walk's one-node draws on the CPU (sequential rejection, device_visit): 3,000 draws per pair of every
+    kind (ties, one-hot p or q, p = q, zeros, uniform q), drafts from the verifier's own law (an iid repeat
+    included) and under a transformed draft law: G tests against the numpy law, never a token of probability 0."""
+    from mdsd_cli.verifiers.device_visit import sample_visited
+
+    rng = np.random.default_rng(5)
+    V, n, M = 6, 3, 3000
+    sampler = {"rrs": "iid:temperature=0.7", "rrsw": "wor:top_p=0.9", "kseq": "iid:top_k=4"}[name]
+    cases = [(kind, None) for kind in KINDS] + [("random", sampler), ("zeros", sampler)]
+    g = torch.Generator().manual_seed(7)
+    for kind, spec in cases:
+        p, q = _pair(rng, V, kind)
+        v = VERIFIERS[name](p, q, n, spec)
+        drafts = v.draft_sampler.sample(v.q, n, rng, 1)[0]
+        if name != "rrsw" and kind == "random":
+            drafts = np.array([drafts[0], drafts[0], drafts[1]])
+        law = v.output_law(drafts)
+        P, Q = _tensors("cpu", p, q)
+        counts = np.bincount([sample_visited(name, P, Q, drafts, n, g, spec) for _ in range(M)], minlength=V)
+        assert counts[law == 0].sum() == 0, (kind, spec, counts, law)
+        live = law > 0
+        if live.sum() > 1:
+            test = stats.power_divergence(counts[live], M * law[live] / law[live].sum(), lambda_="log-likelihood")
+            assert test.pvalue > 1e-5, (kind, spec, counts, M * law)
+
+
+def test_sequential_kseq_decides_each_coin_as_the_exact_rho_would():
+    """The one-node kseq draw stops rho*'s bisection as soon as its bracket decides a coin: for the same
+    uniforms, the token equals the one drawn with the fully bisected rho* (coins in order, then the residual),
+    on every kind of pair, including uniforms placed at the coins themselves."""
+    from mdsd_cli.verifiers.device_visit import _kseq, draw_inverse_cdf
+    from mdsd_cli.verifiers.kseq import kseq_rho
+
+    rng = np.random.default_rng(9)
+    checked = 0
+    for trial in range(300):
+        V, n = int(rng.integers(2, 40)), int(rng.integers(1, 5))
+        p, q = _pair(rng, V, KINDS[trial % len(KINDS)])
+        drafts = [int(x) for x in rng.choice(V, size=n, p=q)]
+        rho, s = kseq_rho(p, q, n)
+        coins = [min(p[x] / (rho * q[x]), 1.0) for x in drafts]
+        u = list(rng.random(n + 1))
+        if trial % 3 == 0:  # a uniform exactly at a coin, and one a hair below it
+            j = int(rng.integers(n))
+            u[j] = coins[j] if trial % 2 else np.nextafter(coins[j], 0.0)
+        P, Q = (torch.as_tensor(a) for a in (p, q))
+        expected = next((x for x, c, uj in zip(drafts, coins, u) if uj < c), None)
+        if expected is None:
+            beta = s / rho
+            scale = (1.0 - (1.0 - beta) ** n) / beta if beta > 0 else rho
+            expected = draw_inverse_cdf(torch, (P - torch.minimum(Q, P / rho) * scale).clamp_min(0.0), P, u[n])
+        assert _kseq(torch, P, Q, drafts, n, u) == expected, (trial, p, q, drafts, u)
+        checked += 1
+    assert checked == 300
+
+
 def _batch(name, rng, B, V, width=4):
     """B nodes with their own pairs, their own n (padded with -1) and drafts from the verifier's own law."""
     p = np.empty((B, V))

@@ -25,10 +25,12 @@ not part of this suite.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -239,3 +241,43 @@ def test_the_retraining_check_compares_perplexities_within_two_percent():
     other = json.loads(json.dumps(MANIFEST))
     other["corpus"]["sha256"], other["corpus"]["python"] = "0" * 64, "3.13.1"
     assert "corpus differs" in compare_manifests(other, MANIFEST)[0]
+
+
+# --- the pystdlib pair set (mdsd dump of the shipped pair) ---------------------------------------------------------
+
+def test_the_pair_set_is_the_dump_of_the_shipped_pair_on_held_out_text(pair, tmp_path, monkeypatch):
+    """``--data pystdlib``: 512 positions of held-out windows, built once with the dump machinery into the cache
+    (no partial directory left behind), then read back; each row is the two models' next-token law at that
+    position of the window (teacher forcing), as the models give it directly; bound and verify read it."""
+    from mdsd_cli.datasets import load_data
+    from mdsd_cli.datasets import pystdlib as ds
+    from mdsd_cli.distributions import softmax
+
+    monkeypatch.setenv("MDSD_CACHE_DIR", str(tmp_path / "cache"))
+    pairs = load_data("pystdlib")
+    assert pairs.target.shape == (ds.WINDOWS * ds.REFERENCE_TOKENS, 4096) and pairs.source == "pystdlib"
+    built = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert built == [f"pystdlib-dump-{ds.fingerprint()}"]  # the dump, and no temporary left over
+    again = load_data("pystdlib", temperature=0.5)  # from the cache: no second build
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == built and again.target.shape == pairs.target.shape
+    labels = pairs.labels
+    for row in (0, 37, 511):  # against the models' own logits at the same contexts
+        window = int(labels["prompt_id"][row])
+        text = pair.target.decode(pystdlib_heldout()[window][: ds.PROMPT_TOKENS].tolist())
+        context = pair.target.encode(text)
+        reference = pystdlib_heldout()[window][ds.PROMPT_TOKENS:].tolist()
+        ids = context + reference[: int(labels["position"][row])]
+        for law, model in ((pairs.target, pair.target), (pairs.draft, pair.draft)):
+            want = softmax(np.asarray(model.logits([ids]), dtype=np.float64))[0]
+            assert np.abs(law[row] - want).max() < 1e-5
+    from typer.testing import CliRunner
+
+    from mdsd_cli.cli.app import app
+
+    out = CliRunner().invoke(app, ["bound", "--data", "pystdlib", "--pairs", "8", "-n", "2", "-s", "wor", "-s", "iid"])
+    assert out.exit_code == 0, out.stderr
+    table = pd.read_csv(io.StringIO(out.stdout))
+    assert len(table) == 16 and table["alpha_star"].between(0, 1).all()
+    wor = table[table.sampler == "wor"].set_index("pair")["alpha_star"]
+    iid = table[table.sampler == "iid"].set_index("pair")["alpha_star"]
+    assert (wor >= iid - 1e-12).all()  # FINDINGS section 1's claim, pair by pair

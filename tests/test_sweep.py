@@ -159,7 +159,7 @@ def test_plot_creates_a_missing_figure_directory(tmp_path):
 
 # --- the committed results match a rerun ---------------------------------------------------
 
-def _recompute(experiment, pick):
+def _recompute(experiment, pick, rel=1e-10):
     cfg = SweepConfig.from_toml(ROOT / "experiments" / f"{experiment}.toml")
     summary = pd.read_csv(ROOT / "results" / experiment / "summary.csv")
     checked = 0
@@ -180,7 +180,7 @@ def _recompute(experiment, pick):
             se = np.sqrt((result.stderr ** 2).sum()) / result.values.size
             assert abs(mean - row["mean"]) <= 3 * se + 1e-12, cell
         else:  # exact: to the 12 significant digits the table keeps
-            assert mean == pytest.approx(row["mean"], rel=1e-10, abs=1e-12), cell
+            assert mean == pytest.approx(row["mean"], rel=rel, abs=1e-12), cell
         checked += 1
     assert checked > 0
 
@@ -194,3 +194,7 @@ def test_committed_results_match_a_rerun():
                and c.name == "rrsw")
     _recompute("num-drafts", lambda c: c.dataset.name == "pydoc-ngram" and c.n in (1, 16) and c.name == "wor")
     _recompute("scaling", lambda c: c.dataset.name in ("dirichlet-V8", "dirichlet-V1024") and c.method != "subsets")
+    # the shipped neural pair's laws come from float32 inference, which differs in the last bits between
+    # processors (SIMD width): its rows agree to about 1e-7 across machines, not to the last digit
+    _recompute("draft-samplers", lambda c: c.dataset.name == "pystdlib" and c.temperature == 1.0 and c.n == 2,
+               rel=1e-5)

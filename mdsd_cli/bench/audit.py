@@ -8,7 +8,8 @@ two are timed alternately (ABAB), and the harness's time is the audit's minus th
 
 * ``audit overhead, numpy rrs``: a plain-numpy recursive rejection sampler
   (:func:`mdsd_cli.audit.examples.rrs`, about 7 us a call, the kind of function the audit is for):
-  the harness's time as a ratio to the calls' own time. Target (issue "mdsd audit"): <= 0.2.
+  the audit's time per call as a ratio to the calls' own time. Target (issue "mdsd audit": the
+  harness adds at most 0.2 of the calls' time): <= 1.2.
 * ``audit harness, trivial callable``: a lossless callable that returns pre-drawn samples of ``p``
   (well under a microsecond a call), so that nearly all the time is the harness's: the calls per
   second the harness allows. Target: >= 5e5 calls/s (a budget of 10^6 calls costs at most 2 s of
@@ -110,13 +111,16 @@ def audit_overhead_rows(config) -> list[dict]:
         harness = [a - b for a, b in zip(audited, looped)]
         stats = (statistics.median(harness), min(harness), max(harness))
         base = (statistics.median(looped), min(looped), max(looped))
-        note = (f"harness {stats[0] * 1e6:.2f} us/call ({1 / stats[0]:,.0f} calls/s), the calls alone "
+        note = (f"harness {stats[0] * 1e6:.2f} us/call ({1 / stats[0] if stats[0] > 0 else float('inf'):,.0f} "
+                f"calls/s), the calls alone "
                 f"{base[0] * 1e6:.2f} us/call; {made:,} calls, {len(recorder.states):,} generators")
-        if name == "rrs":
-            ratio = statistics.median(h / b for h, b in zip(harness, looped))
-            rows.append(bench_row("audit overhead, numpy rrs", 3, vocab, len(cases), stats,
-                                  "the same calls in a loop", base, target=f"<= {HARNESS_SHARE:g}", ratio=ratio,
-                                  passed=ratio <= HARNESS_SHARE, note=note))
+        if name == "rrs":  # the whole audit per call against the calls alone: never negative, unlike the
+            # difference, which is within noise of 0 on a busy machine
+            ratio = statistics.median(a / b for a, b in zip(audited, looped))
+            whole = (statistics.median(audited), min(audited), max(audited))
+            rows.append(bench_row("audit overhead, numpy rrs", 3, vocab, len(cases), whole,
+                                  "the same calls in a loop", base, target=f"<= {1 + HARNESS_SHARE:g}x",
+                                  ratio=ratio, passed=ratio <= 1 + HARNESS_SHARE, note=note))
         else:
             rate = 1.0 / stats[0] if stats[0] > 0 else float("inf")
             rows.append(bench_row("audit harness, trivial callable", 3, vocab, len(cases), stats,

@@ -11,6 +11,8 @@ from .console import status, warn
 #: Settings of Hugging Face models (--target/--draft), with their defaults.
 HF_DEFAULTS = {"device": "auto", "dtype": "float32", "revision": None, "draft_revision": None,
                "chat_template": False, "scoring": "auto", "threads": None}
+#: The Hugging Face options that also apply to the shipped pair (``--models pystdlib``).
+PYSTDLIB_OPTIONS = ("device", "dtype", "scoring", "threads")
 
 
 def _prompts_file(text: str) -> Path:
@@ -43,6 +45,12 @@ def _load_pair(settings: dict, *, trust_remote_code: bool, quiet: bool = True):
     """The built-in pair of ``--models``, or the Hugging Face pair of ``--target``/``--draft``."""
     from ..models import load_hf_pair, load_model_pair
 
+    if settings.get("target") is None and settings["models"] == "pystdlib":  # a Hugging Face pair, shipped
+        from ..models.trained import load_pystdlib_pair
+
+        with status("loading the pystdlib pair", quiet=quiet):
+            return load_pystdlib_pair(device=settings["device"], dtype=settings["dtype"], scoring=settings["scoring"],
+                                      threads=settings["threads"], notify=warn)
     if settings.get("target") is None:
         return load_model_pair(settings["models"], vocab=settings["vocab"], seed=settings["model_seed"],
                                noise=settings["noise"])
@@ -66,7 +74,10 @@ def _check_model_settings(settings: dict, given_models: bool) -> None:
             raise InputError("Hugging Face models have no built-in prompts; give --prompts FILE (one prompt per "
                              "line, or JSONL with 'prompt')")
         return
-    set_hf = [k for k, v in HF_DEFAULTS.items() if settings.get(k, v) != v]
+    shipped = settings.get("models") == "pystdlib"  # loaded as a Hugging Face pair: these options apply
+    set_hf = [k for k, v in HF_DEFAULTS.items()
+              if settings.get(k, v) != v and not (shipped and k in PYSTDLIB_OPTIONS)]
     if set_hf:
         raise InputError(f"--{set_hf[0].replace('_', '-')} applies to Hugging Face models; use it with --target "
-                         "and --draft")
+                         "and --draft" + (" (--models pystdlib takes --device, --dtype, --scoring and --threads)"
+                                          if shipped else ""))

@@ -15,7 +15,7 @@ import numpy as np
 from ..distributions import PairBatch, dirichlet_pairs, pairs_from_logits, zipf_pairs
 from ..errors import DataFileError
 from ..io import load_pairs
-from . import ngram
+from . import ngram, pystdlib
 from .dumps import dump_status, is_dump, load_dump_arrays
 
 
@@ -30,6 +30,9 @@ BUILTIN: dict[str, BuiltinDataset] = {
     d.name: d for d in (
         BuiltinDataset("pydoc-ngram", "real text: Kneser-Ney 4-gram target vs bigram draft on the Python docs "
                        "topics shipped with CPython; 512 held-out positions, V ~ 2,400", lambda: ngram.load()),
+        BuiltinDataset("pystdlib", "real code: the shipped neural pair (Llama-style 4.5M target, 0.37M draft) "
+                       "on held-out Python stdlib code; 512 positions, V = 4,096",
+                       lambda: pystdlib.load()),
         BuiltinDataset("zipf", "synthetic: 64 perturbed-Zipf pairs, V = 32,000, noise 1, seed 0",
                        lambda: zipf_pairs(64, 32_000, seed=0)),
         BuiltinDataset("dirichlet", "synthetic: 64 Dirichlet(1) pairs, V = 1,000, seed 0",

@@ -38,7 +38,8 @@ import numpy as np
 
 from ..errors import InputError
 from .drafting import DraftTree
-from .walk import Visit, WalkResult
+from .sequence import accepted_path_result
+from .walk import WalkResult
 
 #: The verifiers :func:`walk_sequence_on_device` runs.
 DEVICE_SEQUENCE_VERIFIERS = ("block", "traversal")
@@ -101,7 +102,8 @@ def walk_sequence_on_device(name: str, tree: DraftTree, logits, temperature: flo
         node, token = _block(tree, P, generator)
     else:
         node, token = _traversal(tree, P, sampler == "wor", generator)
-    return _result(tree, P, node, token, eos_token_id, visit_rows, t0)
+    return accepted_path_result(tree, node, token, eos_token_id, t0,
+                                lambda visited: P[visited].cpu().numpy() if visit_rows else [None] * len(visited))
 
 
 def _block(tree: DraftTree, P, generator) -> tuple[int, int]:
@@ -187,32 +189,6 @@ def _traversal(tree: DraftTree, P, without_replacement: bool, generator) -> tupl
     node, law = traverse(0, torch.ones((), dtype=torch.float64, device=device))
     token = dv.sample_from_laws(law[None, :], torch.rand(1, generator=generator, dtype=torch.float64, device=device))
     return node, int(token.cpu()[0])  # the last synchronisation of the step
-
-
-def _result(tree: DraftTree, P, node: int, bonus: int, eos_token_id, visit_rows: bool, t0: float) -> WalkResult:
-    """The :class:`~.walk.WalkResult` of accepting ``node`` and drawing ``bonus``, as the host walk builds it."""
-    path = []
-    u = node
-    while u > 0:
-        path.append(u)
-        u = tree.parents[u]
-    path.reverse()
-    tokens = [tree.tokens[u] for u in path] + [int(bonus)]
-    if eos_token_id is not None and eos_token_id in tokens:
-        tokens = tokens[: tokens.index(eos_token_id) + 1]  # generation stops at EOS (nodes below: not visited)
-    accepted = min(len(path), len(tokens))
-    seconds = time.perf_counter() - t0
-    visited = []
-    # visit k is the node whose child (or correction/bonus) token is tokens[k]; none past the last token
-    for u in [0, *path[: len(tokens) - 1]]:
-        if not tree.children[u]:
-            break
-        visited.append(u)
-    rows = P[visited].cpu().numpy() if visit_rows and visited else [None] * len(visited)  # outside the time
-    visits = [Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], rows[k], tree.q[u], tokens[k], k < accepted)
-              for k, u in enumerate(visited)]
-    leaf = node if not tree.children[node] and len(tokens) == len(path) + 1 else None
-    return WalkResult(tokens, accepted, visits, seconds, leaf)
 
 
 __all__ = ["DEVICE_SEQUENCE_VERIFIERS", "walk_sequence_on_device"]

@@ -14,7 +14,9 @@ two ways:
   step costs about one node's kernels.
 * **visited nodes only** (the default on the CPU, where a batch would spend its
   time on nodes the walk never reaches): one call per visited node, and one copy
-  of its token, on which the walk must branch.
+  of its token, on which the walk must branch. On the CPU, ``rrs``, ``rrsw`` and
+  ``kseq`` then draw by sequential rejection and compute only what the draw reaches
+  (:mod:`~mdsd_cli.verifiers.device_visit`); the others through their whole law.
 
 Lossless for the same reason as the host walk: every node's output is drawn from
 its verifier's exact conditional law with its own uniform, independent of the
@@ -36,6 +38,7 @@ and verified by the numpy class. The sequence-level verifiers (``block``,
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -64,6 +67,28 @@ def resolve_verify_on(verify_on: str, target) -> str:
     if verify_on == "auto":
         return "host" if logits_device(target).startswith("cpu") else "device"
     return verify_on
+
+
+@contextmanager
+def one_thread_on_cpu(device: str):
+    """On the CPU, run torch single-threaded inside the block (the previous thread count is restored after).
+
+    A verification walk is a few dozen small operations; with torch's two threads and the
+    other core busy, an operation that goes parallel waits for its descheduled worker: the
+    ``mdsd bench`` device rows measured 7.8 ms per verified node instead of 0.12 ms at
+    V = 2,380 on a busy 2-core machine. Off the CPU this does nothing.
+    """
+    if not str(device).startswith("cpu"):
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def as_device_rows(model, logits, rows: int, device: str):
@@ -171,31 +196,44 @@ def _walk_visited(tree, logits, temperature, verifier, sampler, generator, t0, e
     import torch
 
     from ..verifiers import device as dv
+    from ..verifiers.device_visit import SEQUENTIAL, draw_inverse_cdf, sample_visited
 
     device = logits.device
+    sequential = device.type == "cpu" and verifier in SEQUENTIAL
     out, visits, laws = [], [], []
     u, leaf = 0, None
     while True:
         p = dv.tempered_torch(logits[u], temperature)
         if not tree.children[u]:
-            out.append(int(dv.sample_bonus(p, generator)[0].cpu()))
+            if sequential:  # the same inverse CDF in fewer operations, one uniform
+                u = float(torch.rand(1, generator=generator, dtype=torch.float64)[0])
+                out.append(draw_inverse_cdf(torch, p[0], p[0], u))
+            else:
+                out.append(int(dv.sample_bonus(p, generator)[0].cpu()))
             leaf = u
             break
-        drafts = torch.as_tensor(np.asarray(tree.drafts[u], dtype=np.int64)[None, :], device=device)
         q = torch.as_tensor(tree.q[u][None, :], device=device)
-        law = dv.output_law(verifier, p, q, drafts, sampler, n=torch.as_tensor([tree.n[u]], device=device))
-        y = int(dv.sample_from_laws(law, torch.rand(1, generator=generator, dtype=torch.float64,
-                                                    device=device))[0].cpu())  # the walk branches on it
+        if sequential:  # draws only what it reaches (see device_visit)
+            y = sample_visited(verifier, p, q, tree.drafts[u], tree.n[u], generator, sampler)
+            law = None
+        else:
+            drafts = torch.as_tensor(np.asarray(tree.drafts[u], dtype=np.int64)[None, :], device=device)
+            law = dv.output_law(verifier, p, q, drafts, sampler, n=torch.as_tensor([tree.n[u]], device=device))
+            y = int(dv.sample_from_laws(law, torch.rand(1, generator=generator, dtype=torch.float64,
+                                                        device=device))[0].cpu())  # the walk branches on it
         out.append(y)
         nxt = next((c for c in tree.children[u] if tree.tokens[c] == y), None)
         visits.append(Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], None, tree.q[u], y, nxt is not None))
-        laws.append((p, law))
+        laws.append((p, q, law))
         if nxt is None or (eos_token_id is not None and y == eos_token_id):
             break
         u = nxt
     seconds = time.perf_counter() - t0
     if conditional_acceptance:  # outside the time
-        for visit, (p, law) in zip(visits, laws):
+        for visit, (p, q, law) in zip(visits, laws):
+            if law is None:
+                drafts = torch.as_tensor(np.asarray(visit.drafts, dtype=np.int64)[None, :], device=device)
+                law = dv.output_law(verifier, p, q, drafts, sampler, n=torch.as_tensor([visit.n], device=device))
             visit.p = p[0].cpu().numpy()
             visit.acceptance = float(law[0].cpu().numpy()[np.unique(visit.drafts)].sum())
     return WalkResult(out, sum(v.accepted for v in visits), visits, seconds, leaf)
@@ -234,4 +272,5 @@ def _walk_host_rows(tree, logits, temperature, verifier, sampler, generator, t0,
     return WalkResult(out, sum(v.accepted for v in visits), visits, time.perf_counter() - t0, leaf)
 
 
-__all__ = ["VERIFY_ON", "as_device_rows", "logits_device", "resolve_verify_on", "walk_on_device"]
+__all__ = ["VERIFY_ON", "as_device_rows", "logits_device", "one_thread_on_cpu", "resolve_verify_on",
+           "walk_on_device"]

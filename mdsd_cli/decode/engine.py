@@ -290,7 +290,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
         import torch
 
         from .device_sequence import walk_sequence_on_device
-        from .device_walk import as_device_rows, logits_device, walk_on_device
+        from .device_walk import as_device_rows, logits_device, one_thread_on_cpu, walk_on_device
 
         device = logits_device(target)
         generator = torch.Generator(device=device)
@@ -310,12 +310,13 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
             target_seconds = time.perf_counter() - t0 - target_cache
             if on_device:
                 generator.manual_seed(int(rng.integers(2**63)))
-                if sequence is not None:
-                    walk = walk_sequence_on_device(spec.verifier, tree, logits, T, spec.sampler, generator,
-                                                   eos_token_id=eos, visit_rows=node_metrics)
-                else:
-                    walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator, eos_token_id=eos,
-                                          conditional_acceptance=node_metrics)
+                with one_thread_on_cpu(device):
+                    if sequence is not None:
+                        walk = walk_sequence_on_device(spec.verifier, tree, logits, T, spec.sampler, generator,
+                                                       eos_token_id=eos, visit_rows=node_metrics)
+                    else:
+                        walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator,
+                                              eos_token_id=eos, conditional_acceptance=node_metrics)
             elif sequence is not None:
                 walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
             else:

@@ -123,28 +123,38 @@ class SequenceVerifier:
         P = tempered(target_logits, temperature)
         run = _block_sample if self.name == "block" else _traversal_sample
         node, bonus = run(tree, P, sampler, rng)
-        path = []
-        u = node
-        while u > 0:
-            path.append(u)
-            u = tree.parents[u]
-        path.reverse()
-        tokens = [tree.tokens[u] for u in path] + [int(bonus)]
-        if eos_token_id is not None and eos_token_id in tokens:
-            # generation stops at EOS, as in walk_per_node: the step's tokens are cut after it (a function of
-            # the step's tokens, so their law stays the target's, truncated at EOS); nodes below are not visited
-            tokens = tokens[: tokens.index(eos_token_id) + 1]
-        accepted = min(len(path), len(tokens))
-        seconds = time.perf_counter() - t0
-        visits = []
-        # visit k is the node whose child (or correction/bonus) token is tokens[k]; none past the last token
-        for k, u in enumerate([0, *path[: len(tokens) - 1]]):
-            if not tree.children[u]:
-                break
-            visits.append(Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], P[u], tree.q[u], tokens[k],
-                                k < accepted))
-        leaf = node if not tree.children[node] and len(tokens) == len(path) + 1 else None
-        return WalkResult(tokens, accepted, visits, seconds, leaf)
+        return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
+
+
+def accepted_path_result(tree: DraftTree, node: int, bonus: int, eos_token_id: int | None, t0: float,
+                         rows) -> WalkResult:
+    """The :class:`~.walk.WalkResult` of a sequence-level step that accepted the path to ``node`` and drew
+    ``bonus``: the path's tokens and the bonus, cut after an accepted end-of-sequence token (generation stops
+    there, as in :func:`~.walk.walk_per_node`: a function of the step's tokens, so their law stays the
+    target's, truncated at EOS; nodes below are not visited), and one visit per node whose child (or
+    correction/bonus) token is emitted. ``rows(visited)`` gives the target rows of those nodes (or None each);
+    it is called after the step's time is taken."""
+    path = []
+    u = node
+    while u > 0:
+        path.append(u)
+        u = tree.parents[u]
+    path.reverse()
+    tokens = [tree.tokens[u] for u in path] + [int(bonus)]
+    if eos_token_id is not None and eos_token_id in tokens:
+        tokens = tokens[: tokens.index(eos_token_id) + 1]
+    accepted = min(len(path), len(tokens))
+    seconds = time.perf_counter() - t0
+    visited = []
+    for u in [0, *path[: len(tokens) - 1]]:  # visit k's child (or correction/bonus) token is tokens[k]
+        if not tree.children[u]:
+            break
+        visited.append(u)
+    p_rows = rows(visited) if visited else []
+    visits = [Visit(u, tree.depth[u], tree.n[u], tree.drafts[u], p_rows[k], tree.q[u], tokens[k], k < accepted)
+              for k, u in enumerate(visited)]
+    leaf = node if not tree.children[node] and len(tokens) == len(path) + 1 else None
+    return WalkResult(tokens, accepted, visits, seconds, leaf)
 
 
 # --- block verification ------------------------------------------------------------------------

@@ -72,10 +72,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..distributions import sum_tolerance
 from ..errors import InputError, MdsdError, unknown_choice
 from ..samplers import get_sampler
 from ..samplers.parametric import TransformedSampler
+from .device_checks import check_generator, draft_counts, draft_rows, float_rows, validate_values
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -114,56 +114,6 @@ def _torch():
     return torch
 
 
-# --- input checks -------------------------------------------------------------------------------------------------
-def _float_rows(torch, x, name: str, device=None) -> torch.Tensor:
-    """``x`` as a float64 ``[B, V]`` tensor on its own device; :class:`InputError` naming ``name`` otherwise."""
-    if not isinstance(x, torch.Tensor):
-        raise InputError(f"{name} must be a torch tensor [B, V], got {type(x).__name__}; use torch.as_tensor")
-    if not x.is_floating_point():
-        raise InputError(f"{name} has dtype {str(x.dtype).removeprefix('torch.')}; expected a floating-point tensor "
-                         "of probabilities")
-    if x.ndim != 2 or x.shape[1] == 0:
-        raise InputError(f"{name} must be [B, V] with V >= 1 (one row per node), got shape {tuple(x.shape)}")
-    if device is not None and x.device != device:
-        raise InputError(f"{name} is on {x.device} but p is on {device}; put p, q, drafts and the generator "
-                         "on one device")
-    if x.device.type == "mps":
-        raise InputError(f"{name} is on mps, which has no float64; move the tensors to cpu or cuda")
-    return x.detach().to(torch.float64).contiguous()
-
-
-def _draft_rows(torch, drafts, B: int, device) -> torch.Tensor:
-    if not isinstance(drafts, torch.Tensor):
-        raise InputError(f"drafts must be a torch tensor [B, n] of token ids, got {type(drafts).__name__}")
-    if drafts.is_floating_point() or drafts.is_complex() or drafts.dtype == torch.bool:
-        raise InputError(f"drafts has dtype {str(drafts.dtype).removeprefix('torch.')}; expected integer token ids")
-    if drafts.ndim != 2 or drafts.shape[0] != B or drafts.shape[1] == 0:
-        raise InputError(f"drafts must be [B, n] with one row per node (B = {B}) and n >= 1, got shape "
-                         f"{tuple(drafts.shape)}")
-    if drafts.device != device:
-        raise InputError(f"drafts is on {drafts.device} but p is on {device}; put p, q, drafts and the generator "
-                         "on one device")
-    return drafts.detach().to(torch.int64).contiguous()
-
-
-def _draft_counts(torch, n, B: int, width: int, device, fixed_n: int | None) -> torch.Tensor:
-    """The number of drafts each row's sampler was asked for, as int64 ``[B]``."""
-    if n is None:
-        n = width
-    if isinstance(n, torch.Tensor):
-        if n.is_floating_point() or n.is_complex() or n.dtype == torch.bool or tuple(n.shape) != (B,):
-            raise InputError(f"n must be an int or an integer tensor [B] (B = {B}), got dtype "
-                             f"{str(n.dtype).removeprefix('torch.')} and shape {tuple(n.shape)}")
-        if n.device != device:
-            raise InputError(f"n is on {n.device} but p is on {device}; put every tensor on one device")
-        return n.to(torch.int64)
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= width:
-        raise InputError(f"n must be an integer in 1..{width} (the width of drafts), got {n!r}")
-    if fixed_n is not None and n != fixed_n:
-        raise InputError(f"this verifier is defined for n = {fixed_n} only, got n = {n}")
-    return torch.full((B,), n, dtype=torch.int64, device=device)
-
-
 def _verifier_spec(name: str, sampler):
     """The numpy class registered as ``name`` (for its draft laws) and the draft sampler."""
     from . import get_verifier
@@ -184,115 +134,17 @@ def _verifier_spec(name: str, sampler):
 def _prepare(name, p, q, drafts, sampler, n, validate):
     torch = _torch()
     cls, spec = _verifier_spec(name, sampler)
-    P = _float_rows(torch, p, "p")
-    Q = _float_rows(torch, q, "q", p.device)
+    P = float_rows(torch, p, "p")
+    Q = float_rows(torch, q, "q", p.device)
     if Q.shape != P.shape:
         raise InputError(f"q has shape {tuple(q.shape)} but p has {tuple(p.shape)}; give one (p, q) row per node")
-    X = _draft_rows(torch, drafts, P.shape[0], p.device)
+    X = draft_rows(torch, drafts, P.shape[0], p.device)
     fixed = cls.fixed_n or spec.fixed_n
-    N = _draft_counts(torch, n, P.shape[0], X.shape[1], p.device, fixed)
+    N = draft_counts(torch, n, P.shape[0], X.shape[1], p.device, fixed)
     Qd = draft_distribution(Q, spec)
     if validate:
-        _validate(torch, spec, fixed, p, q, P, Q, Qd, X, N)
+        validate_values(torch, spec, fixed, p, q, P, Q, Qd, X, N)
     return torch, cls, spec, P, Qd, X, N
-
-
-def _check_generator(torch, generator, device) -> None:
-    if not isinstance(generator, torch.Generator):
-        raise InputError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    gen = generator.device
-    if gen.type != device.type or (gen.index is not None and device.index is not None and gen.index != device.index):
-        raise InputError(f"the generator is on {gen} but p is on {device}; create it with "
-                         f"torch.Generator(device={str(device)!r})")
-
-
-def _validate(torch, spec, fixed_n, p_in, q_in, P, Q, Qd, X, N) -> None:
-    """Value checks (one synchronisation): raise the first problem found, naming the tensor and the row."""
-    B, V = P.shape
-    k = X.shape[1]
-    kind = spec.kind
-    live = X >= 0
-    xs = X.clamp(0, V - 1)
-    support = (Qd > 0).sum(dim=1)
-    expected = N if kind == "iid" else torch.minimum(N, support)
-    checks = {}
-    for label, raw, rows in (("p", p_in, P), ("q", q_in, Q)):
-        checks[f"{label} values"] = ~(torch.isfinite(rows).all(dim=1) & (rows >= 0).all(dim=1))
-        tol = sum_tolerance(float(torch.finfo(raw.dtype).eps) / 2, V)
-        checks[f"{label} sums"] = ~((rows.sum(dim=1) - 1.0).abs() <= tol)
-    checks["n"] = (N < 1) | (N > k) | ((N != fixed_n) if fixed_n is not None else torch.zeros_like(N, dtype=torch.bool))
-    checks["ids"] = ((X < -1) | (X >= V)).any(dim=1)
-    checks["padding"] = (live[:, 1:] & ~live[:, :-1]).any(dim=1) if k > 1 else torch.zeros_like(N, dtype=torch.bool)
-    checks["width"] = live.sum(dim=1) != expected
-    qx = torch.gather(Qd, 1, xs)
-    checks["impossible"] = (live & (qx <= 0)).any(dim=1)
-    no = torch.zeros_like(N, dtype=torch.bool)
-    if kind in ("wor", "greedy", "hub", "topk", "hybrid"):
-        same = (X[:, :, None] == X[:, None, :]) & live[:, :, None] & live[:, None, :]
-        checks["repeats"] = torch.triu(same, diagonal=1).any(dim=2).any(dim=1)
-    else:
-        checks["repeats"] = no
-    checks["top"] = no
-    if kind in ("greedy", "topk"):
-        tops = torch.minimum(N, support) if kind == "topk" else torch.where(support < N, support, N - 1)
-        token = torch.arange(V, device=X.device)
-        for j in range(k):  # the rank of draft j among q's tokens (ties by lower index) must be j
-            qj, xj = qx[:, j : j + 1], xs[:, j : j + 1]
-            rank = ((Qd > qj) | ((Qd == qj) & (token[None, :] < xj))).sum(dim=1)
-            checks["top"] = checks["top"] | ((j < tops) & (rank != j))
-    elif kind == "hub":
-        hub = torch.argmax(Qd, dim=1)
-        checks["top"] = ~((X == hub[:, None]) & live).any(dim=1)
-    flags = torch.stack(list(checks.values()), dim=1).cpu()  # the one synchronisation
-    if not bool(flags.any()):
-        return
-    column = int(flags.any(dim=0).to(torch.int8).argmax())
-    what = list(checks)[column]
-    row = int(flags[:, column].to(torch.int8).argmax())
-    raise InputError(_problem(torch, what, row, spec, fixed_n, P, Q, Qd, X, N))
-
-
-def _problem(torch, what: str, row: int, spec, fixed_n, P, Q, Qd, X, N) -> str:
-    """The message for the failed check ``what`` at row ``row`` (host copies of that row only)."""
-    V = P.shape[1]
-    d = [int(v) for v in X[row].cpu()]
-    n = int(N[row].cpu())
-    live = [v for v in d if v >= 0]
-    if what.endswith("values"):
-        return (f"{what.split()[0]} row {row} has a NaN, infinite or negative entry; rows must be "
-                "probabilities")
-    if what.endswith("sums"):
-        rows = P if what.startswith("p") else Q
-        return (f"{what.split()[0]} row {row} sums to {float(rows[row].sum().cpu()):.9g}, not 1; "
-                "renormalise the rows first")
-    if what == "n":
-        return f"n for row {row} is {n}; it must lie in 1..{X.shape[1]} (the width of drafts)" + (
-            f" and equal {fixed_n}" if fixed_n else "")
-    if what == "ids":
-        bad = next(v for v in d if v < -1 or v >= V)
-        return (f"drafts row {row} holds token id {bad}, outside 0..{V - 1}; token ids must index the vocabulary "
-                "(-1 pads a row on the right)")
-    if what == "padding":
-        return f"drafts row {row} has -1 padding before a token id; pad on the right only"
-    if what == "width":
-        support = int((Qd[row] > 0).sum().cpu())
-        want = n if spec.kind == "iid" else min(n, support)
-        return (f"drafts row {row} has {len(live)} drafts, but {spec.name} drafts of n = {n} from this q have "
-                f"{want}; pass each row's n (n=tensor) and pad with -1 on the right")
-    if what == "impossible":
-        qx = Qd[row].cpu()
-        bad = next(v for v in live if not float(qx[v]) > 0)
-        return f"draft token {bad} of drafts row {row} has draft probability 0; it cannot have been drafted"
-    tuple_text = tuple(live)
-    if what == "repeats":
-        return (f"draft tuple {tuple_text} (row {row}) repeats a token, which {spec.name} drafts never do; verify "
-                "drafts drawn with replacement with an iid verifier (rrs, kseq, optimal-iid)")
-    if spec.kind == "hub":
-        hub = int(torch.argmax(Qd[row]).cpu())
-        return (f"draft tuple {tuple_text} (row {row}) cannot come from {spec.name} drafts: the hub, token {hub} "
-                "(the most likely under q), is not among them")
-    return (f"draft tuple {tuple_text} (row {row}) cannot come from {spec.name} drafts: they begin with q's most "
-            "likely tokens in decreasing order (ties by lower index)")
 
 
 # --- the draft law ------------------------------------------------------------------------------------------------
@@ -308,7 +160,7 @@ def draft_distribution(q: torch.Tensor, sampler) -> torch.Tensor:
     """
     torch = _torch()
     spec = get_sampler(sampler)
-    Q = _float_rows(torch, q, "q")
+    Q = float_rows(torch, q, "q")
     if not isinstance(spec, TransformedSampler):
         return Q
     if spec.temperature != 1.0:
@@ -384,17 +236,17 @@ def _kseq_rho(torch, P, Q, N, width: int):
     ``S(rho) = sum_i min(rho q_i, p_i)`` comes from prefix sums along the tokens sorted by
     ``q/p`` (one sort per row, then ``O(log V)`` per evaluation), as in :class:`.kseq.KSeq`.
     """
+    if P.device.type == "cpu":  # numpy's own set-up and bisection (kseq_rho) on the same memory, row by row:
+        # its sort and steps to the bit, without a torch launch per bisection step (7x numpy at V = 2,380)
+        from .kseq import kseq_rho
+
+        rows = [kseq_rho(p, q, n, BISECTION_TOL) for p, q, n in zip(P.numpy(), Q.numpy(), N.tolist())]
+        rho, s = zip(*rows) if rows else ((), ())
+        return torch.tensor(rho, dtype=torch.float64), torch.tensor(s, dtype=torch.float64)
     key = (Q / P).abs()  # abs: a -0.0 entry must not give -inf
     key = torch.where(torch.isnan(key), torch.inf, key)  # p = q = 0: never above any rho
-    # numpy's order (ties by lower index), so that on the CPU the sequential prefix sums are numpy's to the
-    # bit: at p = q, f(1) = sum(p) - 1 + (1 - sum(p))^n and one ulp in sum(p) moves rho* by ulp^(1/n)
-    if key.device.type == "cpu":  # numpy's stable sort on the same memory: 3x torch's on the CPU at V = 152,064
-        import numpy as np
-
-        order = torch.from_numpy(np.argsort(key.numpy(), axis=1, kind="stable"))
-        sorted_key = torch.gather(key, 1, order)
-    else:
-        sorted_key, order = torch.sort(key, dim=1, stable=True)
+    # numpy's order (ties by lower index), as a GPU's stable sort gives it
+    sorted_key, order = torch.sort(key, dim=1, stable=True)
     zero = torch.zeros((P.shape[0], 1), dtype=torch.float64, device=P.device)
     p_in = torch.cat((zero, torch.cumsum(torch.gather(P, 1, order), dim=1)), dim=1)
     q_in = torch.cat((zero, torch.cumsum(torch.gather(Q, 1, order), dim=1)), dim=1)
@@ -409,10 +261,6 @@ def _kseq_rho(torch, P, Q, N, width: int):
         s = S(rho)
         return s - 1.0 + torch.pow(1.0 - s / rho, n)
 
-    if P.device.type == "cpu":  # a scalar loop per row on the same memory: numpy's steps, without launches
-        rho = _kseq_rho_host(sorted_key.numpy(), p_in.numpy(), q_in.numpy(), N.tolist())
-        rho = torch.as_tensor(rho, dtype=torch.float64)
-        return rho, S(rho)
     lo = torch.ones_like(n)
     hi = torch.where(f(lo) >= 0, lo, n)
     # numpy stops a row once hi - lo <= 4e-16 hi; a stopped row stays put here, so enough steps for
@@ -425,26 +273,6 @@ def _kseq_rho(torch, P, Q, N, width: int):
         hi = torch.where(active & up, mid, hi)
         lo = torch.where(active & ~up, mid, lo)
     return hi, S(hi)
-
-
-def _kseq_rho_host(sorted_key, p_in, q_in, ns) -> list[float]:
-    """``rho*`` of each row by :class:`.kseq.KSeq`'s own bisection (the CPU branch of :func:`_kseq_rho`):
-    on the CPU a torch launch per step of ~60 steps costs more than the whole numpy set-up at small V."""
-    import numpy as np
-
-    from .kseq import bisect_rho
-
-    out = []
-    for key, pin, qin, n in zip(sorted_key, p_in, q_in, ns):
-        p_total = pin[-1]
-
-        def f(rho, key=key, pin=pin, qin=qin, p_total=p_total, n=n):
-            k = int(np.searchsorted(key, 1.0 / rho, side="left"))
-            s = rho * qin[k] + (p_total - pin[k])
-            return s - 1.0 + (1.0 - s / rho) ** n
-
-        out.append(bisect_rho(f, n, BISECTION_TOL))
-    return out
 
 
 def _kseq_law(torch, P, Q, X, live, N, rho, S):
@@ -624,7 +452,7 @@ def _uniforms(torch, B: int, generator, uniforms, device):
     """The ``[B]`` float64 uniforms of a call: ``uniforms`` as given (checked), or one ``torch.rand`` draw."""
     if uniforms is None:
         if generator is not None:
-            _check_generator(torch, generator, device)
+            check_generator(torch, generator, device)
         return torch.rand(B, generator=generator, dtype=torch.float64, device=device)
     if generator is not None:
         raise InputError("give a generator or uniforms, not both")
@@ -679,7 +507,7 @@ def sample_bonus(p: torch.Tensor, generator=None, *, uniforms: torch.Tensor | No
     ``generator`` or given as ``uniforms``.
     """
     torch = _torch()
-    P = _float_rows(torch, p, "p")
+    P = float_rows(torch, p, "p")
     return sample_from_laws(P, _uniforms(torch, P.shape[0], generator, uniforms, P.device))
 
 
@@ -701,9 +529,9 @@ def tempered_torch(logits: torch.Tensor, temperature: float, *, validate: bool =
         raise InputError(f"logits has dtype {str(logits.dtype).removeprefix('torch.')}; expected a floating-point "
                          "tensor")
     x = logits[None, :] if logits.ndim == 1 else logits
-    x = _float_rows(torch, x, "logits")
-    top = x.amax(dim=1, keepdim=True)  # not .max(dim): that costs ~8 ms per call on CPU (torch 2.13)
+    x = float_rows(torch, x, "logits")
     if validate:
+        top = x.amax(dim=1, keepdim=True)  # not .max(dim): that costs ~8 ms per call on CPU (torch 2.13)
         bad = ~torch.isfinite(top[:, 0])
         if bool(bad.any().cpu()):
             row = int(bad.to(torch.uint8).argmax().cpu())
@@ -711,8 +539,7 @@ def tempered_torch(logits: torch.Tensor, temperature: float, *, validate: bool =
                              "logits (or -inf for impossible tokens)")
     if t == 0:
         return torch.zeros_like(x).scatter_(1, torch.argmax(x, dim=1, keepdim=True), 1.0)
-    z = torch.exp((x - top) / t)
-    return z / z.sum(dim=1, keepdim=True)
+    return torch.softmax(x / t, dim=1)  # exp(x/T - max) / sum, one fused kernel (numpy's to about 1 ulp)
 
 
 __all__ = [

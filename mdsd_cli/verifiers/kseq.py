@@ -20,21 +20,64 @@ from .base import PreparedVerifier, drafted_mass, sample_from_law
 from .residual import ResidualFamily
 
 
+class RhoSearch:
+    """The bisection for K-SEQ's ``rho*``, one step at a time: the smallest ``rho`` in ``[1, n]`` with
+    ``f(rho) >= 0`` (``f`` increasing), halving ``[lo, hi]`` until ``hi - lo <= tol hi``; ``rho*`` is the final
+    ``hi`` (1 when ``f(1) >= 0``). While it runs, ``lo < rho* <= hi``: a caller that needs only a comparison
+    with ``rho*`` can stop as soon as the bracket decides it (:mod:`.device_visit` does)."""
+
+    def __init__(self, f, n: int, tol: float = 4e-16):
+        self.f, self.tol = f, tol
+        self.lo, self.hi = 1.0, float(n)
+        self.steps = 0
+        self.done = f(self.lo) >= 0
+        if self.done:
+            self.hi = self.lo
+
+    def step(self) -> None:
+        mid = 0.5 * (self.lo + self.hi)
+        if self.f(mid) >= 0:
+            self.hi = mid
+        else:
+            self.lo = mid
+        self.steps += 1
+        self.done = self.hi - self.lo <= self.tol * self.hi or self.steps >= 200
+
+    def run(self) -> float:
+        while not self.done:
+            self.step()
+        return self.hi
+
+
 def bisect_rho(f, n: int, tol: float = 4e-16) -> float:
     """The smallest ``rho`` in ``[1, n]`` with ``f(rho) >= 0``, by bisection until ``hi - lo <= tol hi``
     (``f`` increasing; ``rho = 1`` when ``f(1) >= 0``)."""
-    lo, hi = 1.0, float(n)
-    if f(lo) >= 0:
-        return lo
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if f(mid) >= 0:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= tol * hi:
-            break
-    return hi
+    return RhoSearch(f, n, tol).run()
+
+
+def kseq_search(p: np.ndarray, q: np.ndarray, n: int, tol: float = 4e-16):
+    """K-SEQ's ``rho*`` search for ``(p, q)`` and ``n`` drafts, not yet run, and ``S``: ``rho*`` is the smallest
+    ``rho`` in ``[1, n]`` with ``S(rho) - 1 + (1 - S(rho)/rho)^n >= 0``, ``S(rho) = sum_i min(rho q_i, p_i)`` from
+    prefix sums along the ``q/p`` order (one sort, then ``O(log V)`` per step). Returns ``(RhoSearch, S)``."""
+    fam = ResidualFamily(p, q)
+    p_total = fam.p_in[-1]
+
+    def S(rho):
+        k = int(fam.sorted_key.searchsorted(1.0 / rho))  # ResidualFamily.above for one rho >= 1
+        return rho * fam.q_in[k] + (p_total - fam.p_in[k])
+
+    def f(rho):
+        s = S(rho)
+        return s - 1.0 + (1.0 - s / rho) ** n
+
+    return RhoSearch(f, n, tol), S
+
+
+def kseq_rho(p: np.ndarray, q: np.ndarray, n: int, tol: float = 4e-16) -> tuple[float, float]:
+    """``rho*`` and ``S(rho*)`` of K-SEQ for ``(p, q)`` and ``n`` drafts (see :func:`kseq_search`)."""
+    search, S = kseq_search(p, q, n, tol)
+    rho = search.run()
+    return rho, S(rho)
 
 
 class KSeq(PreparedVerifier):
@@ -44,21 +87,9 @@ class KSeq(PreparedVerifier):
     samplers = ("iid",)
 
     def setup(self):
-        fam = ResidualFamily(self.p, self.q)
-        p_total = fam.p_in[-1]
-
-        def S(rho):
-            k = int(fam.above(rho))
-            return rho * fam.q_in[k] + (p_total - fam.p_in[k])
-
         n = self.n
-
-        def f(rho):
-            s = S(rho)
-            return s - 1.0 + (1.0 - s / rho) ** n
-
-        self.rho = bisect_rho(f, n)
-        self.beta = S(self.rho) / self.rho
+        self.rho, s = kseq_rho(self.p, self.q, n)
+        self.beta = s / self.rho
         accept_total = 1.0 - (1.0 - self.beta) ** n
         self.scale = accept_total / self.beta if self.beta > 0 else self.rho
         residual = np.maximum(self.p - np.minimum(self.q, self.p / self.rho) * self.scale, 0.0)
