@@ -23,11 +23,20 @@ def _holds(ok: bool, partial: bool = False) -> str:
         verdict(ok, partial), "**does not hold**")
 
 
+def _rows(results: Path, experiment: str, kind: str):
+    """The experiment's ``pystdlib`` rows of ``kind`` that ran, and its pairs table (or None)."""
+    summary, pairs = load(results, experiment)
+    return summary[(summary.kind == kind) & (summary.status == "ok") & (summary.dataset == NAME)], pairs
+
+
+def _missing(section: str, experiment: str) -> list[str]:
+    return [f"*{section}* — no `pystdlib` rows in {experiment} (rerun `make {experiment}`)."]
+
+
 def _samplers(results: Path) -> list[str]:
-    summary, pairs = load(results, "draft-samplers")
-    bound = summary[(summary.kind == "bound") & (summary.dataset == NAME)]
+    bound, pairs = _rows(results, "draft-samplers", "bound")
     if bound.empty:
-        return ["*§1* — no `pystdlib` rows in draft-samplers (rerun `make draft-samplers`)."]
+        return _missing("§1", "draft-samplers")
     if pairs is not None:
         p = pairs[(pairs.kind == "bound") & (pairs.dataset == NAME)].pivot_table(
             index=["temperature", "n", "pair"], columns="name", values="value")
@@ -49,10 +58,9 @@ def _samplers(results: Path) -> list[str]:
 
 
 def _verifiers(results: Path) -> list[str]:
-    summary, _ = load(results, "verifier-gap")
-    v = summary[(summary.kind == "verify") & (summary.status == "ok") & (summary.dataset == NAME)]
+    v, _ = _rows(results, "verifier-gap", "verify")
     if v.empty:
-        return ["*§2* — no `pystdlib` rows in verifier-gap (rerun `make verifier-gap`)."]
+        return _missing("§2", "verifier-gap")
     gaps = v.groupby("name").gap_mean
     reach = v[v.name.isin(["greedy", "otm", "optimal-iid", "optimal-wor"])]
     allowed = np.maximum(1e-6, 5.0 * reach.stderr_mean / np.sqrt(reach.pairs))
@@ -69,10 +77,9 @@ def _verifiers(results: Path) -> list[str]:
 
 
 def _drafts(results: Path) -> list[str]:
-    summary, _ = load(results, "num-drafts")
-    b = summary[(summary.status == "ok") & (summary.kind == "bound") & (summary.dataset == NAME)]
+    b, _ = _rows(results, "num-drafts", "bound")
     if b.empty:
-        return ["*§3* — no `pystdlib` rows in num-drafts (rerun `make num-drafts`)."]
+        return _missing("§3", "num-drafts")
     t = b.pivot_table(index="n", columns="name", values="mean")
     monotone = bool((t.diff().dropna() >= -TOL).all().all())
     return [f"*§3, α\\* never decreases with n*: on `pystdlib` from n = {t.index.min()} to {t.index.max()}, "
@@ -83,7 +90,7 @@ def _drafts(results: Path) -> list[str]:
 def _scaling(results: Path) -> list[str]:
     summary, _ = load(results, "draft-samplers")
     cells = summary[(summary.dataset == NAME) & (summary.kind == "bound")]
-    ok = bool(len(cells)) and bool((cells.status == "ok").all())
+    ok = bool(len(cells)) and bool((cells.status == "ok").all())  # every cell, refused ones included
     return [f"*§4, the LP wall*: it is set by V and n, not by the pair; at V = 4,096 both LPs are past it for "
             f"every n, and the chain solved all {len(cells)} `pystdlib` cells of draft-samplers: {_holds(ok)}."]
 
