@@ -180,10 +180,11 @@ def test_sequential_draws_on_the_cpu_follow_the_law(name):
 
 
 def test_sequential_kseq_decides_each_coin_as_the_exact_rho_would():
-    """The one-node kseq draw stops rho*'s bisection as soon as its bracket decides a coin: for the same
+    """The one-node kseq draw stops rho*'s bisection as soon as its bracket decides a coin, and runs those steps
+    without numpy's sort (checking each sign is beyond rounding): for the same
     uniforms, the token equals the one drawn with the fully bisected rho* (coins in order, then the residual),
     on every kind of pair, including uniforms placed at the coins themselves."""
-    from mdsd_cli.verifiers.device_visit import _kseq, draw_inverse_cdf
+    from mdsd_cli.verifiers.device_visit import _direct_search, _kseq, _TooClose, draw_inverse_cdf
     from mdsd_cli.verifiers.kseq import kseq_rho
 
     rng = np.random.default_rng(9)
@@ -207,6 +208,10 @@ def test_sequential_kseq_decides_each_coin_as_the_exact_rho_would():
         assert _kseq(torch, P, Q, drafts, n, u) == expected, (trial, p, q, drafts, u)
         checked += 1
     assert checked == 300
+    # the search without a sort hands over to numpy's where a sign could differ: p = q puts f(1) at rounding level
+    p = np.full(7, 1 / 7)
+    with pytest.raises(_TooClose):
+        _direct_search(p, p.copy(), 3, 4e-16)
 
 
 def _batch(name, rng, B, V, width=4):

@@ -14,10 +14,12 @@ the same law the way the algorithms are stated, and computes only what a draw re
   draft is rejected is the residual formed and drawn from.
 * ``kseq``: independent coins ``min(1, p(x)/(rho* q(x)))`` in draft order, the
   residual only when all fail. ``rho*`` comes from numpy's own search
-  (:class:`~.kseq.RhoSearch`: one sort of ``q/p``, then bisection), run only as far
-  as the coins need: its bracket ``lo < rho* <= hi`` decides ``u < coin`` in a few
-  steps unless ``u`` lies within the bracket's width of the coin; the residual
-  needs the search to its end.
+  (:class:`~.kseq.RhoSearch`, bisection), run only as far as the coins need: its
+  bracket ``lo < rho* <= hi`` decides ``u < coin`` in a few steps unless ``u`` lies
+  within the bracket's width of the coin. Those steps sum ``min(rho q, p)`` directly,
+  without numpy's sort of ``q/p``; each ``f(mid)`` is then checked to be farther from
+  0 than the two sums can differ by rounding, so the brackets are numpy's (else, and
+  for the residual, which needs the search to its end, numpy's sorted search runs).
 
 The law of the returned token is the output law of the batched path (and of the numpy
 class) given those drafts: ``P(token = x_j first) = a_j prod_{i<j} (1 - a_i)`` and the
@@ -27,6 +29,8 @@ those of :func:`~.device.verify_nodes` for the same generator, only their law is
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 #: The verifiers :func:`sample_visited` draws sequentially; the others go through the whole law.
 SEQUENTIAL = ("rrs", "rrsw", "kseq")
@@ -71,28 +75,62 @@ def _rejection(torch, p, q, drafts: list[int], u: list[float], without_replaceme
     return draw_inverse_cdf(torch, (p - C * q).clamp_min(0.0), p, u[k])
 
 
+class _TooClose(Exception):
+    """A direct ``f(rho)`` within rounding of 0: its sign may differ from numpy's prefix-sum one."""
+
+
+def _direct_search(pn, qn, n: int, tol: float):
+    """K-SEQ's ``rho*`` search with ``S(rho) = sum_i min(rho q_i, p_i)`` summed directly (no sort): the same
+    brackets as numpy's (:func:`~.kseq.kseq_search`) as long as every ``f(mid)`` is farther from 0 than the two
+    sums can differ by rounding; :class:`_TooClose` is raised otherwise (the caller then sorts)."""
+    from .kseq import RhoSearch
+
+    margin = 8.0 * (n + 1) * pn.size * 2.3e-16  # |direct S - prefix S| <= V eps, times |df/dS| <= n + 1, with room
+
+    def f(rho):
+        s = float(np.minimum(rho * qn, pn).sum())
+        value = s - 1.0 + (1.0 - s / rho) ** n
+        if abs(value) <= margin:
+            raise _TooClose
+        return value
+
+    return RhoSearch(f, n, tol)
+
+
 def _kseq(torch, p, q, drafts: list[int], n: int, u: list[float]) -> int:
     from .device import BISECTION_TOL
-    from .kseq import kseq_search
+    from .kseq import kseq_rho, kseq_search
 
     pn, qn = p.numpy(), q.numpy()  # views of the CPU tensors: scalar reads without a torch call each
-    search, S = kseq_search(pn, qn, n, BISECTION_TOL)
     px = pn[drafts].tolist()
     qx = qn[drafts].tolist()
+    try:  # most draws are decided after a few steps of a search without a sort
+        search = _direct_search(pn, qn, n, BISECTION_TOL)
+        token = _kseq_coins(search, drafts, px, qx, u)
+    except _TooClose:  # numpy's own search (one sort); the coins decided so far decide the same way again
+        search, _ = kseq_search(pn, qn, n, BISECTION_TOL)
+        token = _kseq_coins(search, drafts, px, qx, u)
+    if token is not None:
+        return token
+    rho, s = kseq_rho(pn, qn, n, BISECTION_TOL)  # every draft rejected: the exact rho* and S(rho*)
+    beta = s / rho
+    scale = (1.0 - (1.0 - beta) ** n) / beta if beta > 0 else rho
+    residual = (p - torch.minimum(q, p / rho) * scale).clamp_min(0.0)
+    return draw_inverse_cdf(torch, residual, p, u[len(drafts)])
+
+
+def _kseq_coins(search, drafts, px, qx, u) -> int | None:
+    """The first draft whose coin ``min(1, p(x)/(rho* q(x)))`` accepts, or None, running ``search`` only as far
+    as the decisions need: the coin decreases in rho* and ``lo < rho* <= hi`` while the search runs, so ``u``
+    below the coin at ``hi`` accepts and ``u`` at or above the coin at ``lo`` rejects."""
     for j, x in enumerate(drafts):
-        # the coin is min(1, p(x)/(rho* q(x))), decreasing in rho*; lo < rho* <= hi while the search runs, so
-        # u below the coin at hi accepts and u at or above the coin at lo rejects without the exact rho*
         while True:
             if u[j] < min(px[j] / (search.hi * qx[j]), 1.0):
                 return x
             if search.done or u[j] >= min(px[j] / (search.lo * qx[j]), 1.0):
                 break
             search.step()
-    rho = search.run()
-    beta = S(rho) / rho
-    scale = (1.0 - (1.0 - beta) ** n) / beta if beta > 0 else rho
-    residual = (p - torch.minimum(q, p / rho) * scale).clamp_min(0.0)
-    return draw_inverse_cdf(torch, residual, p, u[len(drafts)])
+    return None
 
 
 def sample_visited(name: str, p, q, drafts, n: int, generator, sampler: str | None = None) -> int:
