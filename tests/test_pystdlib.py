@@ -184,6 +184,108 @@ def test_greedy_decoding_by_name_is_the_targets_greedy_decoding(pair, tmp_path):
         assert record["ids"] == greedy_oracle(pair.target, prompts[record["prompt"]].tokens, 12), record["tree"]
 
 
+def test_every_verifier_and_tree_at_t0_is_the_targets_greedy_decoding(pair):
+    """Issue 28's done-when, as for the random pair: at T = 0 every (verifier, tree) of tests/test_decode.py that
+    runs at V = 4,096 gives exactly the target's greedy ids (plain forwards), in fewer target calls."""
+    from mdsd_cli.decode import plan_decode, run_decode
+    from mdsd_cli.models import Prompt
+
+    from .test_decode import COMBOS, shape
+
+    prompts = [Prompt(p.id, p.tokens) for p in pystdlib_prompts(2)]
+    cases = [(v, s, name) for v, s, name in COMBOS if v != "otm"]  # otm's LP over all draft sets: small V only
+    specs = [spec for v, s, name in cases for spec in plan_decode([shape(name)], [f"{v}:{s}"], temperatures=[0.0],
+                                                                 vocab_size=pair.vocab_size, baselines=False)[0]]
+    ran = [(v, name) for v, _, name in cases]
+    assert len(specs) == len(cases) >= 40
+    run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=8, seed=0, node_metrics=False,
+                     reuse_verifiers=True)
+    want = {p.id: greedy_oracle(pair.target, p.tokens, 8) for p in prompts}
+    for r in run.runs:
+        assert r.generated == want[r.prompt], ran[r.spec]
+    assert sum(r.steps.shape[0] for r in run.runs) < 0.75 * sum(len(r.generated) for r in run.runs)
+
+
+#: (verifier, sampler, tree) of the two-token law test on the shipped pair: the verifiers issue 28 names.
+PAIR_LAW_CASES = [("rrs", "iid", "2x2"), ("kseq", "iid", "paths:3x2"), ("optimal-iid", "iid", "2x1"),
+                  ("rrsw", "wor", "3,1"), ("greedy", "greedy", "2x2")]
+#: Its temperature: the held-out prompts' next-token laws are flat at T = 1 (largest probability 0.05 on the
+#: first), where 600 runs cannot see a lossy verifier; at 0.7 the chosen prompt's largest is about 0.45.
+PAIR_LAW_T = 0.7
+PAIR_LAW_RUNS = 600
+
+
+@pytest.fixture(scope="module")
+def pair_two_token_law(pair):
+    """The exact law of the first two tokens after a held-out prompt, from plain forwards of the target: every
+    first token of probability >= 0.005 with its whole next-token law, the other first tokens as one cell. The
+    prompt is the shipped one whose first token's largest probability is closest to 1/2."""
+    from mdsd_cli.decode.laws import tempered
+
+    target = pair.target
+
+    def law(context):
+        return tempered(np.asarray(target.logits([context])[0], dtype=np.float64)[None, :], PAIR_LAW_T)[0]
+
+    prompts = [list(p.tokens) for p in pystdlib_prompts(32)]
+    prompt = min(prompts, key=lambda c: abs(law(c).max() - 0.5))
+    first = law(prompt)
+    kept = np.flatnonzero(first >= 0.005)
+    cells = np.concatenate([first[y] * law(prompt + [int(y)]) for y in kept] + [[first.sum() - first[kept].sum()]])
+    return prompt, kept, cells
+
+
+def _two_token_pvalue(pair, law, verifier, sampler, name):
+    from mdsd_cli.decode import plan_decode, run_decode
+    from mdsd_cli.models import Prompt
+
+    from .test_decode import g_test, shape
+
+    prompt, kept, cells = law
+    specs, _ = plan_decode([shape(name)], [f"{verifier}:{sampler}"], temperatures=[PAIR_LAW_T],
+                           vocab_size=pair.vocab_size, baselines=False)
+    run = run_decode(pair.target, pair.draft, [Prompt(i, tuple(prompt)) for i in range(PAIR_LAW_RUNS)], specs,
+                     max_new_tokens=2, seed=0, node_metrics=False, reuse_verifiers=True)
+    V = pair.vocab_size
+    index = {int(y): k for k, y in enumerate(kept)}
+    counts = np.zeros(cells.size)
+    for r in run.runs:
+        y1, y2 = r.generated[:2]
+        counts[index[y1] * V + y2 if y1 in index else -1] += 1
+    assert counts.sum() == PAIR_LAW_RUNS and cells.sum() == pytest.approx(1.0, abs=1e-9)
+    return g_test(counts, cells)
+
+
+@pytest.mark.parametrize("verifier,sampler,name", PAIR_LAW_CASES)
+def test_first_two_tokens_on_the_shipped_pair_follow_the_target_law(pair, pair_two_token_law, verifier, sampler,
+                                                                     name):
+    """The two-token law test on the trained pair (600 runs): first tokens below 0.005 pooled into one cell, the
+    G test pooling cells that expect fewer than 5; Bonferroni over the cases and the power check below."""
+    from .test_decode import FAMILY_ALPHA
+
+    pvalue = _two_token_pvalue(pair, pair_two_token_law, verifier, sampler, name)
+    assert pvalue >= FAMILY_ALPHA / (len(PAIR_LAW_CASES) + 1), (verifier, name, pvalue)
+
+
+def test_the_shipped_pair_two_token_test_catches_a_lossy_verifier(pair, pair_two_token_law, monkeypatch):
+    """The same test fails for rrs made lossy: 30% of the time it takes the first draft whatever the coins say."""
+    import mdsd_cli.verifiers.rrs as rrs
+
+    from .test_decode import FAMILY_ALPHA
+
+    honest = rrs.RRS.sample
+
+    def lossy(self, drafts, rng):
+        drafts = np.atleast_2d(drafts)
+        out = honest(self, drafts, rng)
+        forced = rng.random(drafts.shape[0]) < 0.3
+        out[forced] = drafts[forced, 0]
+        return out
+
+    monkeypatch.setattr(rrs.RRS, "sample", lossy)
+    assert _two_token_pvalue(pair, pair_two_token_law, "rrs", "iid", "2x2") < FAMILY_ALPHA / (len(PAIR_LAW_CASES) + 1)
+
+
 # --- the training script ------------------------------------------------------------------------------
 
 def test_corpus_rule_leaves_tests_out_and_holds_out_by_path_hash(tmp_path):
