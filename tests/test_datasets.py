@@ -73,7 +73,7 @@ def test_real_text_bounds_behave(tmp_path, monkeypatch):
 
 
 def test_builtin_names_and_errors(tmp_path):
-    assert set(BUILTIN) == {"pydoc-ngram", "zipf", "dirichlet"}
+    assert set(BUILTIN) == {"pydoc-ngram", "pystdlib", "zipf", "dirichlet"}
     assert load_data("dirichlet").num_pairs == 64
     with pytest.raises(DataFileError, match="built-in dataset"):
         load_data("pydoc-ngarm")
@@ -89,7 +89,7 @@ def test_datasets_command(tmp_path, monkeypatch):
     monkeypatch.setenv("MDSD_CACHE_DIR", str(tmp_path))
     listing = runner.invoke(app, ["datasets", "-f", "csv"])
     assert listing.exit_code == 0
-    assert list(pd.read_csv(io.StringIO(listing.stdout)).name) == ["pydoc-ngram", "zipf", "dirichlet"]
+    assert list(pd.read_csv(io.StringIO(listing.stdout)).name) == ["pydoc-ngram", "pystdlib", "zipf", "dirichlet"]
     info = json.loads(runner.invoke(app, ["datasets", "pydoc-ngram"]).stdout)
     assert info["pairs"] == 512 and info["stored"] == "logits" and "token" in info["labels"]
     bound = runner.invoke(app, ["bound", "--data", "pydoc-ngram", "-n", "2", "-q"])
