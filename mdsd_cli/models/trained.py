@@ -101,9 +101,14 @@ def load_pystdlib_pair(*, device: str = "auto", dtype: str = "float32", scoring:
     summary = {key: manifest.get(key) for key in ("script_version", "seed", "parameters", "evaluation")}
     summary["corpus"] = {key: manifest["corpus"].get(key) for key in ("python", "files", "sha256")}
     target = pair.target
+    metadata = json.loads(json.dumps(pair.metadata))
+    if directory is None:  # name the package data, not this machine's install path (manifests are committed)
+        for role, path in (("target", paths.target), ("draft", paths.draft), ("tokenizer", paths.target)):
+            if isinstance(metadata.get(role), dict) and metadata[role].get("name") == str(path):
+                metadata[role]["name"] = f"pystdlib/{path.name}"
     return ModelPair("pystdlib", pair.target, pair.draft,
                      prompts=lambda count: pystdlib_prompts(count, decode=target.decode, directory=directory),
-                     metadata={**pair.metadata, "pair": {"name": "pystdlib", **summary}})
+                     metadata={**metadata, "pair": {"name": "pystdlib", **summary}})
 
 
 __all__ = ["PROMPT_LENGTH", "PYSTDLIB_DIR", "PystdlibPaths", "load_pystdlib_pair", "pystdlib_heldout",
