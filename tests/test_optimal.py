@@ -135,6 +135,7 @@ def test_optimal_wor_pair_formula_equals_enumeration(monkeypatch):
     rng = np.random.default_rng(8)
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)  # force the full-vocabulary path at small V
     monkeypatch.setattr(optimal, "FAST_PAIRS", False)  # the quadrature (the boundary rule's fallback)
+    monkeypatch.setattr(optimal, "PAIR_CHORDS", False)
     for trial in range(60):
         p, q = random_pair(rng, int(rng.integers(3, 9)), zeros=False)
         if trial % 3 == 0:
@@ -156,6 +157,7 @@ def test_optimal_wor_pair_formula_with_a_dominant_draft_token(monkeypatch, rest)
 
     monkeypatch.setattr(optimal, "MAX_WOR_SETS", 0)
     monkeypatch.setattr(optimal, "FAST_PAIRS", False)
+    monkeypatch.setattr(optimal, "PAIR_CHORDS", False)
     rng = np.random.default_rng(11)
     V = 9
     for trial in range(6):

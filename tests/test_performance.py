@@ -90,9 +90,17 @@ def test_run_benchmarks_quick_gives_every_figure():
     assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
     optimal = [r for r in rows if r["figure"].startswith("optimal")]
     assert [(r["figure"].split(" per pair")[0], r["n"]) for r in optimal] == [
-        ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), ("optimal-wor", 2), ("optimal-wor", 4),
-        ("optimal-wor", 8), ("optimal-iid", 4),
-        ("optimal-iid", 4), ("optimal-iid", 4), ("optimal-iid", 5), ("optimal-iid", 5), ("optimal-iid", 5)]
+        ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), *[("optimal-wor", n) for n in (2, 4, 8)
+                                                                      for _ in range(7)],
+        ("optimal-iid", 4), ("optimal-iid", 4), ("optimal-iid", 4), ("optimal-iid", 5), ("optimal-iid", 5),
+        ("optimal-iid", 5)]
+    wor = [r for r in optimal if r["figure"].startswith("optimal-wor")]
+    for n in (2, 4, 8):  # six shapes against alpha*_wor of the same pair, then the worst of them
+        rows_n = [r for r in wor if r["n"] == n]
+        assert all(r["baseline"] == "alpha*_wor of the same pair" for r in rows_n)
+        assert rows_n[-1]["figure"] == "optimal-wor per pair, worst of 6 shapes"
+        assert rows_n[-1]["ratio"] == max(r["ratio"] for r in rows_n[:-1])
+        assert all("x one argsort" in r["note"] for r in rows_n)
     for r in optimal:  # the whole cost per pair, split into set-up and step, and the rate at alpha*
         assert "set-up" in r["note"] and "step" in r["note"] and r["baseline_s"] > 0
         gap = float(r["note"].split("alpha* - rate = ")[1].split(";")[0])

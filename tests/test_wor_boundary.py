@@ -10,6 +10,14 @@ from mdsd_cli.verifiers.optimal import OptimalWOR
 from .conftest import random_pair
 
 
+@pytest.fixture(autouse=True)
+def _boundary_rule(monkeypatch):
+    """These tests are about the boundary-mark rule: pairs off the nested chords."""
+    import mdsd_cli.verifiers.optimal.wor as optimal
+
+    monkeypatch.setattr(optimal, "PAIR_CHORDS", False)
+
+
 def _hard_pair(rng, kind):
     """Small pairs with ties, zeros, q near 1 and one-hot targets."""
     V = int(rng.integers(2, 9))

@@ -16,11 +16,12 @@ exact rate of rrs, kseq, nss, greedy, n = 8      one numpy.argsort              
 rrsw Monte Carlo, V = 32,000, n = 4              --                              >= 1e5 tuples/s
 chain vs primal-lp at the largest LP < 60 s      the LP's time                   >= 1e4x faster, |diff| <= 1e-6
 peak memory, α* iid for 1,024 pairs at V         the input arrays' size          <= 3x
-optimal-iid (n = 2, 4, 8), optimal-wor (n = 2,  one numpy.argsort of a row     <= 5x (iid),
-4, 8): set-up + one step per pair, at V, for a                                   <= 10/20/50x (wor)
-batch
-at V = 32,000 and on pydoc-ngram; see
-:mod:`mdsd_cli.bench.optimal`
+optimal-iid (n = 2, 4, 8): set-up + one step     one numpy.argsort of a row     <= 5x
+per pair, at V, for a batch at V = 32,000 and
+on pydoc-ngram; see :mod:`mdsd_cli.bench.optimal`
+optimal-wor (n = 2, 4, 8): set-up + one step     α*_wor of the same pair        <= 3x on the
+per pair on six pair shapes, worst and median;                                   worst shape
+see :mod:`mdsd_cli.bench.wor`
 decode overhead, 4x3 tree, V = 2,380 and V:      one numpy.argsort               <= 3x per node
 rrs, kseq (per tree node), optimal-iid (per                                      (optimal-iid:
 verified node); see :mod:`mdsd_cli.bench.decode`                                 <= 5x per node)
@@ -37,7 +38,7 @@ see :mod:`mdsd_cli.bench.audit`
 
 One module per figure family, each a function ``(config) -> rows`` per figure:
 :mod:`~mdsd_cli.bench.acceptance` (iid, greedy, wor, rates, batch, rrsw, lp, memory),
-:mod:`~mdsd_cli.bench.optimal`, :mod:`~mdsd_cli.bench.decode` (decode, expected, device) and
+:mod:`~mdsd_cli.bench.optimal` (with :mod:`~mdsd_cli.bench.wor`), :mod:`~mdsd_cli.bench.decode` (decode, expected, device) and
 :mod:`~mdsd_cli.bench.audit`; all of them build on :mod:`~mdsd_cli.bench.common` (the sizes,
 ``random_pairs``, the timing helpers and the row), and only this module runs them.
 """

@@ -12,8 +12,8 @@ name       draft law   rule
 ``otm``    any         optimal transport plan (LP, small V); reaches α*
 ``optimal-iid`` ``iid`` Luce choice in priority blocks + speculative sampling; reaches α*
                        at full vocabulary
-``optimal-wor`` ``wor`` the same for drafts without replacement (boundary marks at n = 2,
-                       nested chords at 3 <= n <= 16); reaches α* at full vocabulary
+``optimal-wor`` ``wor`` the same for drafts without replacement (nested chords,
+                       2 <= n <= 16); reaches α* at full vocabulary
 =========  ==========  ==============================================================
 
 Adding a verifier: one module with a :class:`~.base.PreparedVerifier` subclass

@@ -69,6 +69,85 @@ def _split(T, H, Q, a, b):
 
 
 @_jit
+def _ratio_at(T, H, Q, a, b, x):
+    """The relative tightness at boundary ``x`` of ``[a, b]`` (``-1`` where the gap is rounding)."""
+    dq = Q[b] - Q[a]
+    w = (Q[x] - Q[a]) / dq
+    gH = (H[x] - H[a]) - w * (H[b] - H[a])
+    if gH <= GAP_FLOOR:
+        return -1.0
+    return ((T[x] - T[a]) - w * (T[b] - T[a])) / gH
+
+
+@_jit
+def _split_bounded(T, H, Q, a, b):
+    """:func:`_split` by branch and bound: ``(rho, c)`` over the boundaries strictly inside ``[a, b]``.
+
+    On a run of boundaries ``[l, r]`` the gaps ``N = T - chord_T`` and ``D = H - chord_H`` are concave
+    in ``Q``, so ``N`` lies under its two end tangents (the slopes of the run's first and last
+    tokens) and ``D`` over its chord, ``min(D_l, D_r)``: their ratio bounds the run's relative
+    tightness, and a run whose bound is below the best found so far is never scanned. Runs of
+    16 boundaries or fewer are scanned. Margins cover rounding: ``D`` is lowered by twice
+    :data:`GAP_FLOOR` (the hit curve's precision), ``N`` raised by 2e-15 of the sums it is made of."""
+    dq = Q[b] - Q[a]
+    if b - a <= 1 or dq <= 0.0:
+        return 0.0, -1
+    dT = T[b] - T[a]
+    dH = H[b] - H[a]
+    sT = dT / dq
+    best = 0.0
+    at = -1
+    stack_l = np.empty(128, np.int64)
+    stack_r = np.empty(128, np.int64)
+    stack_l[0], stack_r[0] = a + 1, b - 1
+    ns = 1
+    while ns > 0:
+        ns -= 1
+        lo, hi = stack_l[ns], stack_r[ns]
+        if hi - lo <= 16:
+            for x in range(lo, hi + 1):
+                r = _ratio_at(T, H, Q, a, b, x)
+                if r > best:
+                    best, at = r, x
+            continue
+        wl = (Q[lo] - Q[a]) / dq
+        wr = (Q[hi] - Q[a]) / dq
+        Nl = (T[lo] - T[a]) - wl * dT
+        Nr = (T[hi] - T[a]) - wr * dT
+        Dl = (H[lo] - H[a]) - wl * dH
+        Dr = (H[hi] - H[a]) - wr * dH
+        d_low = min(Dl, Dr) - 2.0 * GAP_FLOOR
+        bound = np.inf
+        ql = Q[lo + 1] - Q[lo]
+        qr = Q[hi] - Q[hi - 1]
+        if d_low > 0.0 and ql > 0.0 and qr > 0.0:
+            sl = (T[lo + 1] - T[lo]) / ql - sT  # the tangent slopes of N at the run's two ends
+            sr = (T[hi] - T[hi - 1]) / qr - sT
+            span = Q[hi] - Q[lo]
+            if sl > sr:
+                z = (Nr - Nl - sr * span) / (sl - sr)  # where the tangents cross, from Q[lo]
+                z = min(max(z, 0.0), span)
+                n_max = min(Nl + sl * z, Nr - sr * (span - z))
+            else:  # not concave by rounding: a looser bound
+                n_max = max(Nl, Nr) + max(abs(sl), abs(sr)) * span
+            n_max += 2e-15 * (abs(T[a]) + abs(T[b]) + abs(T[lo]) + abs(T[hi]))  # the sums' rounding
+            bound = n_max / d_low if n_max > 0.0 else 0.0
+        if bound <= best * (1.0 - 1e-9) or bound <= 0.0:
+            continue
+        mid = (lo + hi) // 2
+        r = _ratio_at(T, H, Q, a, b, mid)
+        if r > best:
+            best, at = r, mid
+        if ns + 2 > stack_l.shape[0]:
+            stack_l = np.concatenate((stack_l, np.empty(stack_l.shape[0], np.int64)))
+            stack_r = np.concatenate((stack_r, np.empty(stack_r.shape[0], np.int64)))
+        stack_l[ns], stack_r[ns] = lo, mid - 1
+        stack_l[ns + 1], stack_r[ns + 1] = mid + 1, hi
+        ns += 2
+    return best, at
+
+
+@_jit
 def _segment_rule(qS, inG, m0, base, slope):
     """Choice probabilities over the drafted set ``S`` (masses ``qS``; ``inG`` marks the
     drafts in the segment; ``m0`` the draft mass outside ``S``) are ``base + kappa * slope``:
@@ -205,11 +284,95 @@ def _path_groups(na, nb, nrho, nc, nl, nr, Qh, Ql, above0, where, j, masks, weig
 
 
 @_jit
+def _hull_build(T, H, Q, a, b, side, K, U, hs, log_x, log_top, log_slot, log_val):
+    """A lower convex hull of the points of ``(a, b)`` for one anchor, built in insertion order
+    (``side = 1``: anchored at ``b``, points ``x = b - 1, b - 2, ...``; ``side = -1``: anchored at
+    ``a``, points ``x = a + 1, a + 2, ...``, coordinates negated). Returns ``(top, L)`` (hull size,
+    log length), or ``(-1, 0)`` where rounding breaks the order of ``K`` (then scan instead)."""
+    top = 0
+    L = 0
+    x = b - 1 if side > 0 else a + 1
+    while a < x < b:
+        if side > 0:
+            v = Q[b] - Q[x]
+            kx, ux = ((H[b] - H[x]) / v, (T[b] - T[x]) / v) if v > 0.0 else (0.0, 0.0)
+        else:
+            v = Q[x] - Q[a]
+            kx, ux = (-(H[x] - H[a]) / v, -(T[x] - T[a]) / v) if v > 0.0 else (0.0, 0.0)
+        if v > 0.0:
+            K[x] = kx
+            U[x] = ux
+            old_top = top
+            while top >= 1 and K[hs[top - 1]] > kx:  # H rose by rounding only there: that point goes
+                top -= 1
+            while top >= 2:
+                A = hs[top - 2]
+                B = hs[top - 1]
+                if (K[B] - K[A]) * (U[x] - U[A]) - (U[B] - U[A]) * (K[x] - K[A]) <= 0.0:
+                    top -= 1
+                else:
+                    break
+            log_x[L] = x
+            log_top[L] = old_top
+            if top >= 1 and K[x] == K[hs[top - 1]] and U[x] >= U[hs[top - 1]]:
+                top = old_top  # directly above a vertex: never on the lower hull
+                log_slot[L] = -1
+                log_val[L] = 0
+            else:
+                log_slot[L] = top
+                log_val[L] = hs[top]
+                hs[top] = x
+                top += 1
+            L += 1
+        x -= side
+    return top, L
+
+
+@_jit
+def _hull_rollback(c, side, hs, top, L, log_x, log_top, log_slot, log_val):
+    """Take the points on ``c``'s far side (the last ones added) off the hull. Returns ``(top, L)``."""
+    while L > 0 and side * (c - log_x[L - 1]) >= 0:
+        L -= 1
+        if log_slot[L] >= 0:
+            hs[log_slot[L]] = log_val[L]
+        top = log_top[L]
+    return top, L
+
+
+@_jit
+def _hull_query(K, U, hs, top, kq, uq):
+    """``(rho, c)``: the largest slope from ``(kq, uq)`` to the hull's vertices left of it (the
+    tangent; unimodal along the lower hull); ``(0, -1)`` if there is none."""
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if K[hs[mid]] < kq:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return 0.0, -1
+    lo, hi = 0, lo - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        d0 = kq - K[hs[mid]]
+        d1 = kq - K[hs[mid + 1]]
+        g0 = (uq - U[hs[mid]]) / d0 if d0 > 0.0 else -np.inf
+        g1 = (uq - U[hs[mid + 1]]) / d1 if d1 > 0.0 else -np.inf
+        if g0 <= g1:
+            lo = mid + 1
+        else:
+            hi = mid
+    c = hs[lo]
+    return ((uq - U[c]) / (kq - K[c]) if kq > K[c] else 0.0), c
+
+
+@_jit
 def _tree_hull(T, H, Q, use_hull):
     """Every split of one block (boundaries ``0 .. m``): arrays ``(a, b, rho, c, left, right)``
     per node, node 0 the block; ``rho`` is capped by the parent's (the levels of ``U`` nest)
     and is 0 at leaves (``c = left = right = -1``). A split is found by a scan of its segment
-    (:func:`_split`) or, down a long right spine, in ``O(log m)``:
+    (:func:`_split`) or, down a long spine, in ``O(log m)``:
 
     For a segment ``[a, b]`` the relative tightness at ``x`` is the slope between the points
     ``P_x = (K_x, U_x)``, ``K_x = (H_b - H_x) / (Q_b - Q_x)``, ``U_x = (T_b - T_x) / (Q_b - Q_x)``
@@ -217,8 +380,12 @@ def _tree_hull(T, H, Q, use_hull):
     concave), so the largest slope is the tangent from ``P_a`` to the lower convex hull of the
     points of ``(a, b)``, built by adding ``x = b - 1, b - 2, ...`` in order of ``K``. The right
     half ``[c, b]`` of a split keeps the anchor ``b``: its hull is the same one with the points
-    ``x <= c`` (the last ones added) taken off by rolling their insertions back. A left half
-    ``[a, c]`` gets a hull of its own. Ties between equal slopes go to either point."""
+    ``x <= c`` (the last ones added) taken off by rolling their insertions back. Anchored at ``a``
+    instead (``K'_x = (H_x - H_a) / (Q_x - Q_a)``, ``U'_x`` likewise, negated so that the same
+    lower hull and tangent serve), the left half ``[a, c]`` keeps its hull. Each spine follows the
+    larger half; the other half starts a spine of its own, so a block costs the sizes of the
+    spines' starts and of the turns where a spine changes anchor, plus ``O(log m)`` a split.
+    Ties between equal slopes go to either point."""
     m = T.shape[0] - 1
     cap = 2 * m + 1
     na = np.empty(cap, np.int64)
@@ -233,97 +400,53 @@ def _tree_hull(T, H, Q, use_hull):
     pending = np.empty(cap, np.int64)
     pending[0] = 0
     npend = 1
-    K = np.empty(m + 1)
-    U = np.empty(m + 1)
-    hs = np.empty(m + 1, np.int64)  # hull vertices (positions x), K ascending
-    log_x = np.empty(m + 1, np.int64)
-    log_top = np.empty(m + 1, np.int64)
-    log_slot = np.empty(m + 1, np.int64)
-    log_val = np.empty(m + 1, np.int64)
+    # one hull per anchor side: index 0 anchored at b (right spines), 1 anchored at a (left spines)
+    K = np.empty((2, m + 1))
+    U = np.empty((2, m + 1))
+    hs = np.empty((2, m + 1), np.int64)
+    log_x = np.empty((2, m + 1), np.int64)
+    log_top = np.empty((2, m + 1), np.int64)
+    log_slot = np.empty((2, m + 1), np.int64)
+    log_val = np.empty((2, m + 1), np.int64)
+    top = np.zeros(2, np.int64)
+    L = np.zeros(2, np.int64)
     while npend > 0:
         npend -= 1
         i = pending[npend]
         a, b = na[i], nb[i]
-        have_hull = False
+        anchor_b = -1  # the right hull's anchor (valid while b == anchor_b)
+        anchor_a = -1  # the left hull's anchor (valid while a == anchor_a)
         hull_ok = use_hull
-        steps = 0
-        top = 0
-        L = 0
-        # down the right spine of node i: plain scans first; a spine that keeps going right
-        # gets a hull (anchored at b) after two steps, and every later split costs O(log m)
+        last = 0  # the spine's last move: 1 right (a rose), -1 left (b fell)
+        run = 0
         while True:
-            if not have_hull and hull_ok and steps >= 2 and b - a > 64:
-                have_hull = True
-                top = 0
-                L = 0
-                kmax = -np.inf
-                for x in range(b - 1, a, -1):
-                    v = Q[b] - Q[x]
-                    if v <= 0.0:
-                        continue
-                    kx = (H[b] - H[x]) / v
-                    if kx < kmax:  # H rises by rounding only here: the hull's order fails, scan instead
-                        hull_ok = False
-                        break
-                    kmax = kx
-                    K[x] = kx
-                    U[x] = (T[b] - T[x]) / v
-                    old_top = top
-                    while top >= 2:
-                        A = hs[top - 2]
-                        B = hs[top - 1]
-                        cross = (K[B] - K[A]) * (U[x] - U[A]) - (U[B] - U[A]) * (K[x] - K[A])
-                        if cross <= 0.0:
-                            top -= 1
-                        else:
-                            break
-                    log_x[L] = x
-                    log_top[L] = old_top
-                    if top >= 1 and K[x] == K[hs[top - 1]] and U[x] >= U[hs[top - 1]]:
-                        top = old_top  # directly above a vertex: never on the lower hull
-                        log_slot[L] = -1
-                        log_val[L] = 0
-                    else:
-                        log_slot[L] = top
-                        log_val[L] = hs[top]
-                        hs[top] = x
-                        top += 1
-                    L += 1
-                if not hull_ok:
-                    have_hull = False
             rho = 0.0
             c = -1
-            if not have_hull:
-                rho, c = _split(T, H, Q, a, b)
-            elif top > 0 and b - a > 1 and Q[b] - Q[a] > 0.0:
-                Ka = (H[b] - H[a]) / (Q[b] - Q[a])
-                Ua = (T[b] - T[a]) / (Q[b] - Q[a])
-                hi = top  # vertices with K below Ka (the others would divide by <= 0)
-                lo_ = 0
-                while lo_ < hi:
-                    mid = (lo_ + hi) // 2
-                    if K[hs[mid]] < Ka:
-                        lo_ = mid + 1
+            if hull_ok and b - a > 64 and run >= 2 and anchor_b != b and anchor_a != a:
+                s = 0 if last > 0 else 1
+                tp, ln = _hull_build(T, H, Q, a, b, last, K[s], U[s], hs[s], log_x[s], log_top[s], log_slot[s],
+                                     log_val[s])
+                if tp < 0:
+                    hull_ok = False
+                else:
+                    top[s], L[s] = tp, ln
+                    if last > 0:
+                        anchor_b = b
                     else:
-                        hi = mid
-                t = lo_
-                if t > 0:
-                    lo_, hi = 0, t - 1
-                    while lo_ < hi:  # the largest slope: unimodal along the lower hull
-                        mid = (lo_ + hi) // 2
-                        d0 = Ka - K[hs[mid]]
-                        d1 = Ka - K[hs[mid + 1]]
-                        g0 = (Ua - U[hs[mid]]) / d0 if d0 > 0.0 else -np.inf
-                        g1 = (Ua - U[hs[mid + 1]]) / d1 if d1 > 0.0 else -np.inf
-                        if g0 <= g1:
-                            lo_ = mid + 1
-                        else:
-                            hi = mid
-                    c = hs[lo_]
-                    rho = (Ua - U[c]) / (Ka - K[c]) if Ka > K[c] else 0.0
+                        anchor_a = a
+            s = 0 if anchor_b == b else (1 if anchor_a == a else -1)
+            if s < 0 or b - a <= 1 or Q[b] - Q[a] <= 0.0:
+                rho, c = _split_bounded(T, H, Q, a, b) if use_hull and b - a > 64 else _split(T, H, Q, a, b)
+            else:
+                kq = (H[b] - H[a]) / (Q[b] - Q[a])
+                uq = (T[b] - T[a]) / (Q[b] - Q[a])
+                if s == 1:
+                    kq, uq = -kq, -uq
+                rho, c = _hull_query(K[s], U[s], hs[s], top[s], kq, uq)
+                if c >= 0:
                     w_c = (Q[c] - Q[a]) / (Q[b] - Q[a])
                     if (H[c] - H[a]) - w_c * (H[b] - H[a]) <= GAP_FLOOR:  # rounding: scan this one
-                        rho, c = _split(T, H, Q, a, b)
+                        rho, c = _split_bounded(T, H, Q, a, b)
             if c < 0 or rho <= FLAT:
                 break
             nrho[i] = min(rho, ceil[i])
@@ -334,17 +457,28 @@ def _tree_hull(T, H, Q, use_hull):
             na[left], nb[left], ceil[left] = a, c, nrho[i]
             na[right], nb[right], ceil[right] = c, b, nrho[i]
             nl[i], nr[i] = left, right
-            pending[npend] = left
-            npend += 1
-            if have_hull:  # the right half keeps the hull: roll back the points x <= c
-                while L > 0 and log_x[L - 1] <= c:
-                    L -= 1
-                    if log_slot[L] >= 0:
-                        hs[log_slot[L]] = log_val[L]
-                    top = log_top[L]
-            i = right
-            a = c
-            steps += 1
+            if b - c >= c - a:  # go on along the larger half: the right one
+                pending[npend] = left
+                npend += 1
+                if anchor_b == b:
+                    top[0], L[0] = _hull_rollback(c, 1, hs[0], top[0], L[0], log_x[0], log_top[0], log_slot[0],
+                                                  log_val[0])
+                anchor_a = -1
+                run = run + 1 if last > 0 else 1
+                last = 1
+                i = right
+                a = c
+            else:
+                pending[npend] = right
+                npend += 1
+                if anchor_a == a:
+                    top[1], L[1] = _hull_rollback(c, -1, hs[1], top[1], L[1], log_x[1], log_top[1], log_slot[1],
+                                                  log_val[1])
+                anchor_b = -1
+                run = run + 1 if last < 0 else 1
+                last = -1
+                i = left
+                b = c
     return na[:count], nb[:count], nrho[:count], nc[:count], nl[:count], nr[:count]
 
 

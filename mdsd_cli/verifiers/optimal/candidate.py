@@ -131,6 +131,21 @@ def priority_blocks(order, K, cuts, q):
     return blocks, first_tail
 
 
+def block_index(order, K, cuts, q):
+    """:func:`priority_blocks` as arrays: ``(block, count, first_tail)``, ``block[token]`` the index
+    of the token's block (the int64 maximum where ``q`` is 0), ``count`` the number of blocks."""
+    sizes = np.diff(cuts)
+    drafted = q[order] > 0
+    per_position = np.repeat(np.arange(sizes.size), sizes)
+    nonempty = np.zeros(sizes.size, dtype=bool)
+    nonempty[per_position[drafted]] = True
+    number = np.cumsum(nonempty) - 1
+    block = np.full(order.size, np.iinfo(np.int64).max, dtype=np.int64)
+    block[order[drafted]] = number[per_position[drafted]]
+    tail = np.flatnonzero(nonempty & (np.asarray(cuts[:-1]) >= K))
+    return block, int(nonempty.sum()), (int(number[tail[0]]) if tail.size else None)
+
+
 @dataclass
 class IIDChain:
     """Everything the optimal iid verifier needs, in chain order.

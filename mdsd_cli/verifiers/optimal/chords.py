@@ -123,8 +123,17 @@ class ChordPlan:
         #: except where rounding in the hit curve steered a split; the verifier accepts with this.
         self.law = np.zeros(self.V)
         self.steered = 0  # blocks whose tree misses t by more than TRUSTED
-        for i in range(self.cuts.size - 1):
-            self._block(i)
+        sizes = np.diff(self.cuts)
+        for i in np.flatnonzero(sizes > 1):
+            self._block(int(i))
+        # a one-token block is one leaf, whose law is its hit mass (0 where q is): all at once
+        first = self.cuts[:-1][sizes == 1]
+        if first.size:
+            tok = order[first]
+            law = np.where(self.qs[first] > 0.0, self.H[first + 1] - self.H[first], 0.0)
+            err = np.abs(law - t[tok])
+            self.law[tok] = np.where(err <= TRUSTED, t[tok], np.maximum(law, 0.0))
+            self.steered += int(np.count_nonzero(err > TRUSTED))
 
     # --- the blocks and their splits -------------------------------------------------------
     def block_of(self, position: int) -> int:

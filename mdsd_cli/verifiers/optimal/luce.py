@@ -237,7 +237,7 @@ def solve_enumerated(members: np.ndarray, prob: np.ndarray, block_of: np.ndarray
 class LuceVerifier(PreparedVerifier):
     """Shared machinery: priority blocks, Luce choice of a candidate, speculative sampling."""
 
-    def plan(self):  # -> (blocks, weights, candidate law, target, info)
+    def plan(self):  # -> (blocks, or the block index of every token; weights, candidate law, target, info)
         raise NotImplementedError
 
     def setup(self):
@@ -246,9 +246,12 @@ class LuceVerifier(PreparedVerifier):
         self.setup_seconds = time.perf_counter() - t0
         self.weights = w
         self.candidate = c
-        self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
-        for i, tokens in enumerate(blocks):
-            self.block[tokens] = i
+        if isinstance(blocks, np.ndarray):  # already the block index of every token
+            self.block = blocks
+        else:
+            self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
+            for i, tokens in enumerate(blocks):
+                self.block[tokens] = i
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.accept = np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
         left = np.maximum(self.p - np.minimum(self.p, c), 0.0)

@@ -6,15 +6,16 @@ the candidate law ``t`` (``min(p, lambda q)`` on the minimising set ``A*``,
 ``p`` gives output law ``p`` and acceptance ``sum min(p, t) = α*``. Drafts in an
 earlier priority block of the chain always win; the rule inside a block depends on n.
 
-At n = 2 (:class:`OptimalWOR`), the boundary-mark rule of
-:mod:`~mdsd_cli.verifiers.optimal.boundary` in every block whose check passes (the
-ordered pair's first draft draws a mark from a martingale coupling, the second
-sits at its chain position); in the blocks whose check fails, a Luce choice
-(exponential keys) whose weights are solved so that the chosen draft has law
-``t`` (:mod:`~mdsd_cli.verifiers.optimal.luce`): by enumeration of the draft sets (small
-V) or through the closed form of a pair's Luce law by quadrature. At n >= 3,
-the nested chords of :mod:`~mdsd_cli.verifiers.optimal.chords` in every block (with
-:data:`CHORDS` off: Luce weights on the enumerated draft sets, small V only).
+In every block, at any n >= 2, the nested chords of
+:mod:`~mdsd_cli.verifiers.optimal.chords` (one uniform picks a segment of a random nested
+partition of the block, and the segment rule a draft in it with the flat law). With
+:data:`PAIR_CHORDS` off, pairs (n = 2) use the boundary-mark rule of
+:mod:`~mdsd_cli.verifiers.optimal.boundary` in every block whose check passes (the ordered
+pair's first draft draws a mark from a martingale coupling, the second sits at its chain
+position); in the blocks whose check fails, a Luce choice (exponential keys) whose weights are
+solved so that the chosen draft has law ``t`` (:mod:`~mdsd_cli.verifiers.optimal.luce`): by
+enumeration of the draft sets (small V) or through the closed form of a pair's Luce law by
+quadrature. With :data:`CHORDS` off, Luce weights on the enumerated draft sets (small V only).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 
 import numpy as np
 
-from .candidate import chain_targets, priority_blocks
+from .candidate import block_index, chain_targets, priority_blocks
 from .chords import MAX_CHORD_DRAFTS, ChordPlan
 from .luce import (
     LuceVerifier,
@@ -41,19 +42,21 @@ MAX_WOR_SETS = 20_000
 FAST_PAIRS = True
 #: n >= 3 uses nested chords (False: Luce weights on enumerated draft sets, small V only).
 CHORDS = True
+#: Pairs (n = 2) use the nested chords too (False: the boundary-mark rule, with its fallbacks).
+PAIR_CHORDS = True
 
 
 class OptimalWOR(LuceVerifier):
     """Reaches α*_wor: block priority + Luce choice of a candidate, then speculative sampling.
 
-    Full vocabulary for every n <= 16: boundary marks in each priority block at n = 2
-    (:mod:`~mdsd_cli.verifiers.optimal.boundary`, Luce weights where its check fails), nested chords
-    at n >= 3 (:mod:`~mdsd_cli.verifiers.optimal.chords`).
+    Full vocabulary for every n <= 16: nested chords in each priority block
+    (:mod:`~mdsd_cli.verifiers.optimal.chords`); at n = 2 also the boundary-mark rule
+    (:mod:`~mdsd_cli.verifiers.optimal.boundary`, with :data:`PAIR_CHORDS` off).
     """
 
     name = "optimal-wor"
-    description = ("optimal verifier for wor drafts (boundary marks at n = 2, nested chords at n >= 3, in priority "
-                   "blocks + speculative sampling); reaches α*")
+    description = ("optimal verifier for wor drafts (nested chords in priority blocks + speculative sampling); "
+                   "reaches α*")
     default_sampler = "wor"
     samplers = ("wor",)
 
@@ -80,6 +83,8 @@ class OptimalWOR(LuceVerifier):
             return blocks, np.ones(V), c, t, {"K": K, "blocks": 1, "iterations": 0, "residual": 0.0,
                                              "first_tail_block": None, "method": "single draft"}
         sets = math.comb(int(np.count_nonzero(q > 0)), k)
+        if k == 2 and CHORDS and PAIR_CHORDS:
+            return self._chord_plan(order, K, t, cuts, H)
         if k == 2 and FAST_PAIRS:
             return self._boundary_plan(order, K, t, cuts, sets <= MAX_WOR_SETS)
         if k >= 3 and CHORDS:
@@ -95,14 +100,14 @@ class OptimalWOR(LuceVerifier):
         )
 
     def _chord_plan(self, order, K, t, cuts, H):
-        """Any n >= 3: nested chords in every priority block (:mod:`~mdsd_cli.verifiers.optimal.chords`);
+        """Any n >= 2: nested chords in every priority block (:mod:`~mdsd_cli.verifiers.optimal.chords`);
         the rule's law is the candidate law ``t`` itself (``H``: the hit probabilities along the chain)."""
-        blocks, first_tail = priority_blocks(order, K, cuts, self.q)
+        block, count, first_tail = block_index(order, K, cuts, self.q)
         self._chords = ChordPlan(self.q, order, t, cuts, H)
         c = self._chords.law  # t, up to rounding where the hit curve's noise steered a split (then a bit less)
-        info = {"K": K, "blocks": len(blocks), "iterations": 0, "residual": float(np.abs(c - t).sum()),
+        info = {"K": K, "blocks": count, "iterations": 0, "residual": float(np.abs(c - t).sum()),
                 "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
-        return [tokens for tokens, _ in blocks], np.ones(self.V), c, t, info
+        return block, np.ones(self.V), c, t, info
 
     def _boundary_plan(self, order, K, t, cuts, enumerable):
         """Pairs (n = 2): the boundary-mark rule on every block whose check passes
