@@ -51,7 +51,7 @@ $(SWEEPS): $(STAMP)
 	@$(BIN)/mdsd sweep experiments/$@.toml --out results/$@ --jobs $(JOBS)
 	@$(BIN)/mdsd plot results/$@ --quiet
 
-tree-decode: $(STAMP) ## Draft trees on pydoc-ngram and the shipped neural pair: expected tokens per call at shared contexts (paired), and a generation check
+tree-decode: $(STAMP) ## Draft trees on pydoc-ngram, the shipped neural pair and a V = 32,000 synthetic pair: expected tokens per call at shared contexts (paired), and a generation check
 	@mkdir -p results/$@
 	@$(BIN)/mdsd decode --config experiments/$@-expected.toml --jobs $(JOBS) --out results/$@/expected.csv \
 		--comparisons results/$@/comparisons.csv --per-context results/$@/contexts.parquet
@@ -59,6 +59,8 @@ tree-decode: $(STAMP) ## Draft trees on pydoc-ngram and the shipped neural pair:
 		--timings results/$@/timings.csv --per-prompt results/$@/prompts.csv --steps results/$@/steps.parquet
 	@$(BIN)/mdsd decode --config experiments/$@-pystdlib.toml --jobs $(JOBS) --out results/$@/pystdlib-expected.csv \
 		--comparisons results/$@/pystdlib-comparisons.csv --per-context results/$@/pystdlib-contexts.parquet
+	@$(BIN)/mdsd decode --config experiments/$@-synthetic.toml --jobs $(JOBS) --out results/$@/synthetic-summary.csv \
+		--timings results/$@/synthetic-timings.csv
 	@$(BIN)/mdsd plot results/$@ --quiet
 
 draft-design: $(STAMP) ## Draft-law design on pydoc-ngram and zipf-32k: the best temperature, top-k, top-p, hybrid per (T, n)

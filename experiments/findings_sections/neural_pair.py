@@ -117,7 +117,7 @@ def _trees(results: Path) -> list[str]:
     gain = "; ".join(f"{r.comparison} at T = {r.temperature:g} {r.difference:+.3f} ± {r.half_width:.3f}"
                      for r in chains.itertuples())
     contexts = int(expected.contexts.max())
-    names = [n for n in ("rrs", "kseq", "optimal-iid", "rrsw", "greedy") if n in set(expected.verifier)]
+    names = [n for n in ("rrs", "kseq", "optimal-iid", "rrsw", "optimal-wor", "greedy") if n in set(expected.verifier)]
     table = ["| T | tree | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|---" + "|---" * len(names) + "|"]
     for (T, tree), d in expected.groupby(["temperature", "tree"], sort=True):
         m = d.set_index("verifier")
