@@ -31,8 +31,8 @@ import pandas as pd
 
 #: Columns that hold wall times or rates per second: not results, never compared.
 TIMING = re.compile(r"(^|_)seconds(_|$)|per_second|speedup_measured")
-#: Tables that are wall times only.
-TIMING_FILES = {"timings.csv"}
+#: Tables that are wall times only: ``timings.csv`` and any ``<run>-timings.csv``.
+TIMING_FILES = re.compile(r"(^|-)timings\.csv$")
 
 
 def compare_tables(committed: pd.DataFrame, now: pd.DataFrame, tolerance: float) -> list[str]:
@@ -70,7 +70,7 @@ def compare_tables(committed: pd.DataFrame, now: pd.DataFrame, tolerance: float)
 def tracked_tables(results: Path) -> list[str]:
     out = subprocess.run(["git", "ls-files", "--", f"{results.as_posix()}/*.csv"], capture_output=True, text=True,
                          check=True).stdout.split()
-    return sorted(p for p in out if Path(p).name not in TIMING_FILES)
+    return sorted(p for p in out if not TIMING_FILES.search(Path(p).name))
 
 
 def committed_table(path: str, ref: str) -> pd.DataFrame:

@@ -17,6 +17,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: fails because a busy machine is slow; a hung process still ends.
 SUBPROCESS_TIMEOUT = 5400
 
+
+def sigint_default():
+    """``preexec_fn`` for a child that a test interrupts: SIGINT back to its default. A shell without job
+    control starts background commands (``make test &``) with SIGINT ignored, the child inherits that, and
+    Python then installs no KeyboardInterrupt handler, so the test's SIGINT would do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 #: Exact reference values for small cases; where they come from: tests/data/README.md.
 REFERENCE = Path(__file__).resolve().parent / "data" / "cases.json"
 

@@ -40,7 +40,7 @@ from mdsd_cli.errors import CallableError, InputError
 from mdsd_cli.samplers import get_sampler
 from mdsd_cli.verifiers import VERIFIERS
 
-from .conftest import SUBPROCESS_TIMEOUT
+from .conftest import SUBPROCESS_TIMEOUT, sigint_default
 
 runner = CliRunner()
 
@@ -799,7 +799,8 @@ def test_ctrl_c_writes_the_table_of_what_was_found(tmp_path):
         "import pathlib, time\n\n\ndef verify(p, q, drafts, rng):\n"
         f"    pathlib.Path({str(marker)!r}).touch()\n    time.sleep(0.002)\n    return int(drafts[0])\n")
     proc = subprocess.Popen([sys.executable, "-m", "mdsd_cli", "audit", f"{tmp_path / 'slow.py'}:verify", "-n", "2",
-                             "--progress", "none"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--progress", "none"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)

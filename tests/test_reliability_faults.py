@@ -28,7 +28,7 @@ from mdsd_cli.errors import OutputError, SolverError
 from mdsd_cli.io import is_temporary, save_pairs
 from mdsd_cli.sweep import SweepConfig, read_cell, run_sweep
 
-from .conftest import SUBPROCESS_TIMEOUT
+from .conftest import SUBPROCESS_TIMEOUT, sigint_default
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -423,7 +423,8 @@ def test_ctrl_c_is_one_line_exit_130_and_no_file(tmp_path, command):
     says that nothing was written (and nothing was), no traceback."""
     env = {**os.environ, "MDSD_PROGRESS_INTERVAL": "0.2"}
     proc = subprocess.Popen([sys.executable, "-m", "mdsd_cli", *command, "--progress", "log"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=sigint_default)
     first = proc.stderr.readline()  # the first progress line: the run is under way
     assert first and proc.poll() is None, first
     proc.send_signal(signal.SIGINT)
