@@ -340,31 +340,62 @@ def _hull_rollback(c, side, hs, top, L, log_x, log_top, log_slot, log_val):
 
 
 @_jit
-def _hull_query(K, U, hs, top, kq, uq):
-    """``(rho, c)``: the largest slope from ``(kq, uq)`` to the hull's vertices left of it (the
-    tangent; unimodal along the lower hull); ``(0, -1)`` if there is none."""
-    lo, hi = 0, top
+def _tangent_value(K, U, hs, i, kq, uq):
+    d = kq - K[hs[i]]
+    return (uq - U[hs[i]]) / d if d > 0.0 else -np.inf
+
+
+@_jit
+def _hull_query(K, U, hs, top, kq, uq, hint):
+    """``(rho, c, i)``: the largest slope from ``(kq, uq)`` to the hull's vertices left of it (the
+    tangent; unimodal along the lower hull), reached at vertex ``i`` (``c = hs[i]``); ``(0, -1, -1)``
+    if there is none. The search gallops from vertex ``hint`` (the last query's, down a spine the
+    tangent moves little) and then bisects, so it costs ``O(log distance)``; it returns the first
+    vertex whose next one is not higher, as a plain bisection of the whole hull would."""
+    if top > 0 and K[hs[top - 1]] < kq:  # every vertex is left of the query (the usual case)
+        count = top
+    else:
+        lo, hi = 0, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if K[hs[mid]] < kq:
+                lo = mid + 1
+            else:
+                hi = mid
+        count = lo
+    if count == 0:
+        return 0.0, -1, -1
+    lo, hi = 0, count - 1
+    h = min(max(hint, 0), hi)
+    if h < hi and _tangent_value(K, U, hs, h, kq, uq) <= _tangent_value(K, U, hs, h + 1, kq, uq):
+        lo = h + 1  # the tangent is right of h
+        step = 1
+        while h + step < hi:
+            j = h + step
+            if _tangent_value(K, U, hs, j, kq, uq) <= _tangent_value(K, U, hs, j + 1, kq, uq):
+                lo = j + 1
+                step *= 2
+            else:
+                hi = j
+                break
+    else:
+        hi = h  # the tangent is at h or left of it
+        step = 1
+        while h - step >= lo:
+            j = h - step
+            if _tangent_value(K, U, hs, j, kq, uq) <= _tangent_value(K, U, hs, j + 1, kq, uq):
+                lo = j + 1
+                break
+            hi = j
+            step *= 2
     while lo < hi:
         mid = (lo + hi) // 2
-        if K[hs[mid]] < kq:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo == 0:
-        return 0.0, -1
-    lo, hi = 0, lo - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        d0 = kq - K[hs[mid]]
-        d1 = kq - K[hs[mid + 1]]
-        g0 = (uq - U[hs[mid]]) / d0 if d0 > 0.0 else -np.inf
-        g1 = (uq - U[hs[mid + 1]]) / d1 if d1 > 0.0 else -np.inf
-        if g0 <= g1:
+        if _tangent_value(K, U, hs, mid, kq, uq) <= _tangent_value(K, U, hs, mid + 1, kq, uq):
             lo = mid + 1
         else:
             hi = mid
     c = hs[lo]
-    return ((uq - U[c]) / (kq - K[c]) if kq > K[c] else 0.0), c
+    return ((uq - U[c]) / (kq - K[c]) if kq > K[c] else 0.0), c, lo
 
 
 @_jit
@@ -410,6 +441,7 @@ def _tree_hull(T, H, Q, use_hull):
     log_val = np.empty((2, m + 1), np.int64)
     top = np.zeros(2, np.int64)
     L = np.zeros(2, np.int64)
+    hint = np.zeros(2, np.int64)  # each hull's last tangent vertex
     while npend > 0:
         npend -= 1
         i = pending[npend]
@@ -442,7 +474,7 @@ def _tree_hull(T, H, Q, use_hull):
                 uq = (T[b] - T[a]) / (Q[b] - Q[a])
                 if s == 1:
                     kq, uq = -kq, -uq
-                rho, c = _hull_query(K[s], U[s], hs[s], top[s], kq, uq)
+                rho, c, hint[s] = _hull_query(K[s], U[s], hs[s], top[s], kq, uq, hint[s])
                 if c >= 0:
                     w_c = (Q[c] - Q[a]) / (Q[b] - Q[a])
                     if (H[c] - H[a]) - w_c * (H[b] - H[a]) <= GAP_FLOOR:  # rounding: scan this one
