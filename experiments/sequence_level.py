@@ -10,11 +10,13 @@ Two pairs, one decoding step from fixed root contexts, T = 1:
   context) is measured too.
 * ``pydoc-ngram`` — the 4-gram / bigram pair (V = 2,380), depth 2, the first
   step from 48 held-out prompts: tau(c) at each (``mdsd decode --expected``'s
-  estimator: exact recursion for per-node verifiers, Monte Carlo for ``block``
-  and ``traversal``), its mean with a 95% interval over the prompts, and the
+  estimator: exact recursion for per-node verifiers, Monte Carlo for ``block``,
+  ``traversal`` and ``select-block``), its mean with a 95% interval over the prompts, and the
   gap to 1 + sum_d α*_d paired at each prompt (exact for chains and iid paths;
-  an upper bound for full trees; the LPs do not fit). Generation (16 runs of
-  the first step from each of the same prompts) is the check.
+  an upper bound for full trees; the LPs do not fit), and ``select-block``
+  minus ``traversal`` and minus the per-node optimum, paired prompt by prompt
+  (``minus_*`` columns). Generation (16 runs of the first step from each of the
+  same prompts) is the check.
 
 Writes ``results/sequence-level/summary.csv`` (one row per dataset, tree, draft
 law, verifier and method) with a manifest, and ``block-efficiency.png``/``.svg``.
@@ -47,18 +49,22 @@ T = 1.0
 CASES = [
     ("1x2", "iid", ["rrs", "block"]),
     ("1x3", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
+    ("3,1", "iid", ["rrs", "optimal-iid", "traversal", "select-block"]),
+    ("3,1", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
     ("paths:2x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 PYDOC_CASES = [
     ("1x2", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal"]),
-    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
+    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
     ("paths:4x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 SEQUENCE = set(SEQUENCE_VERIFIERS)
+#: The per-node optimum of each draft law (select-block is paired against it).
+PER_NODE = {"iid": "optimal-iid", "wor": "optimal-wor"}
 #: Held-out prompts whose first step is evaluated on pydoc-ngram (tau(c) at each, paired).
 PYDOC_CONTEXTS = 48
 
@@ -127,6 +133,7 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
 
     ctx = [Context(i, 0, tuple(c), T) for i, c in enumerate(contexts)]
     rows = []
+    per_context: dict[str, np.ndarray] = {}
     for name, sampler, verifiers in cases:
         specs, _ = plan_decode([name], [f"{v}:{sampler}" for v in verifiers], temperatures=[T],
                                vocab_size=target.vocab_size, baselines=False)
@@ -142,6 +149,15 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
                          "block_efficiency": tau, "block_efficiency_low": tau - half,
                          "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
                          "gap_half_width": gap_half})
+            per_context[spec.verifier] = values
+        # select-block paired with traversal and with the per-node optimum at the same contexts
+        if "select-block" in per_context:
+            row = rows[len(rows) - len(run.specs) + list(per_context).index("select-block")]
+            for column, other in (("traversal", "traversal"), ("per_node", PER_NODE[sampler])):
+                if other in per_context:
+                    diff, diff_half = mean_interval(per_context["select-block"] - per_context[other])
+                    row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
+        per_context.clear()
     return pd.DataFrame(rows)
 
 
@@ -193,7 +209,7 @@ def plot(df: pd.DataFrame, out: Path) -> None:
     sets = list(dict.fromkeys(df.dataset))
     fig, axes = plt.subplots(1, len(sets), figsize=(6.2 * len(sets), 4.2), squeeze=False)
     colours = {"rrs": "#9ecae1", "kseq": "#6baed6", "optimal-iid": "#2171b5", "rrsw": "#a1d99b", "optimal-wor": "#31a354",
-               "block": "#fd8d3c", "traversal": "#d94801"}
+               "block": "#fd8d3c", "traversal": "#d94801", "select-block": "#7a0177"}
     for ax, name in zip(axes[0], sets):
         d = df[(df.dataset == name) & ((df.method == "exact") if name == "synthetic-v4" else (df.method != "generation"))]
         groups = list(dict.fromkeys(zip(d.tree, d.sampler)))

@@ -56,12 +56,24 @@ def test_greedy_temperature_on_the_device_path_is_the_targets_greedy_decoding(ve
     assert sum(r.steps.shape[0] for r in run.runs) < 30  # and it did speculate
 
 
+def test_select_block_on_the_device_path_is_verified_on_the_host_and_greedy_at_t0():
+    """select-block has no device form: with --verify-on device its rows come to the host (T = 0 is still the
+    target's greedy decoding; its two-token law is in DEVICE_LAW_CASES)."""
+    target, draft = synthetic_models(12, seed=5, noise=1.0)
+    prompts = [Prompt(i, tuple(np.random.default_rng(i).integers(0, 12, size=3))) for i in range(3)]
+    for sampler in ("iid", "wor"):
+        run = run_decode(target, draft, prompts, specs_for("select-block", sampler, "2x2", 0.0, V=12),
+                         max_new_tokens=10, seed=0, verify_on="device")
+        for r in run.runs:
+            assert r.generated == greedy_decode(target, prompts[r.prompt].tokens, 10)
+
+
 #: Every verifier once and every tree shape at least once (all 44 combinations at 800 runs would take 3.5 min;
 #: the batched laws are checked against the numpy verifiers' exact laws in tests/test_device_verifiers.py).
 DEVICE_LAW_CASES = [("nss", "iid", "2x1"), ("rrs", "iid", "2x2"), ("kseq", "iid", "paths:3x2"),
                     ("optimal-iid", "iid", "sparse"), ("otm", "iid", "2x2"), ("rrsw", "wor", "3,1"),
                     ("optimal-wor", "wor", "2x1"), ("greedy", "greedy", "sparse"), ("hub", "hub", "2x2"),
-                    ("topk", "topk", "paths:3x2"), ("rrsw", "wor", "sparse")]
+                    ("topk", "topk", "paths:3x2"), ("rrsw", "wor", "sparse"), ("select-block", "wor", "2x2")]
 
 
 @pytest.mark.parametrize("verifier,sampler,name", DEVICE_LAW_CASES)

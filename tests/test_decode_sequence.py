@@ -56,7 +56,9 @@ def stream_error(total, P, V, depth):
 
 EXACT = [("block", "1x2", "iid"), ("block", "1x3", "iid"), ("traversal", "1x3", "wor"), ("traversal", "2x2", "iid"),
          ("traversal", "2x2", "wor"), ("traversal", "2,1,2", "wor"), ("traversal", "sparse", "iid"),
-         ("traversal", "3,1", "iid")]
+         ("traversal", "3,1", "iid"), ("select-block", "1x3", "iid"), ("select-block", "2x2", "iid"),
+         ("select-block", "2x2", "wor"), ("select-block", "2,1,2", "wor"), ("select-block", "sparse", "iid"),
+         ("select-block", "3,1", "iid"), ("select-block", "3,1", "wor")]
 
 
 @pytest.mark.parametrize("verifier,name,sampler", EXACT)
@@ -116,7 +118,8 @@ def test_exact_check_catches_lossy_variants(monkeypatch):
 
 
 SEQ_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "2x2"),
-              ("traversal", "iid", "sparse"), ("traversal", "wor", "3,1")]
+              ("traversal", "iid", "sparse"), ("traversal", "wor", "3,1"), ("select-block", "iid", "2x2"),
+              ("select-block", "wor", "2,1,2")]
 
 
 def specs_for(verifier, sampler, name, temperature=1.0, V=4):
@@ -142,6 +145,50 @@ def test_first_two_tokens_follow_the_target_law(verifier, sampler, name):
     counts = two_token_counts(target, draft, specs_for(verifier, sampler, name))
     pvalue = g_test(counts, exact_two_token_law(target, PROMPT))
     assert pvalue >= FAMILY_ALPHA / len(SEQ_COMBOS), pvalue
+
+
+def _accepted(verifier, name, sampler, target, draft, prefix, temperature):
+    """E[accepted drafts] of a per-node or a sequence-level verifier, every draft tree enumerated."""
+    from mdsd_cli.decode.exact import per_node_output_law
+    from mdsd_cli.verifiers import VERIFIERS
+
+    P, Q = ConditionalLaws(target, prefix, temperature), ConditionalLaws(draft, prefix, temperature)
+    out = 0.0
+    for tree, prob in tree_law(shape(name), sampler, Q):
+        Ps = list(P.many(tree_paths(tree)))
+        law = (SEQUENCE_VERIFIERS[verifier].output_law(tree, Ps, sampler) if verifier in SEQUENCE_VERIFIERS
+               else per_node_output_law(tree, Ps, VERIFIERS[verifier], sampler))
+        out += prob * sum(m * (len(k) - 1) for k, m in law.items())
+    return out
+
+
+@pytest.mark.parametrize("name,sampler", [("1x2", "iid"), ("1x3", "wor"), ("2x1", "iid"), ("3x1", "wor"),
+                                          ("2x2", "iid"), ("2x2", "wor"), ("2,1,2", "wor"), ("sparse", "iid"),
+                                          ("3,1", "wor")])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_select_block_is_block_on_chains_per_node_optimal_on_one_level_and_never_below_it(name, sampler, temperature):
+    """select-block = Block Verification on a chain and the per-node optimal verifier on a one-level tree
+    (law for law, tree by tree), and on every tree it accepts at least as much as the per-node optimum
+    (block verification of the picked path dominates verifying it token by token, which is the per-node one)."""
+    from mdsd_cli.decode.exact import per_node_output_law
+    from mdsd_cli.verifiers import VERIFIERS
+
+    target, draft = synthetic_models(3, seed=9, noise=1.5)
+    P, Q = ConditionalLaws(target, (0, 2), temperature), ConditionalLaws(draft, (0, 2), temperature)
+    per_node = "optimal-wor" if sampler == "wor" else "optimal-iid"
+    tree_shape = shape(name)
+    for tree, _ in tree_law(tree_shape, sampler, Q):
+        Ps = list(P.many(tree_paths(tree)))
+        got = SEQUENCE_VERIFIERS["select-block"].output_law(tree, Ps, sampler)
+        if tree_shape.depth == 1 or name.startswith("1x"):
+            want = (SEQUENCE_VERIFIERS["block"].output_law(tree, Ps, sampler) if name.startswith("1x")
+                    else per_node_output_law(tree, Ps, VERIFIERS[per_node], sampler))
+            assert max(abs(got.get(k, 0.0) - want.get(k, 0.0)) for k in set(got) | set(want)) < 1e-12
+    ours = _accepted("select-block", name, sampler, target, draft, (0, 2), temperature)
+    theirs = _accepted(per_node, name, sampler, target, draft, (0, 2), temperature)
+    assert ours >= theirs - 1e-12
+    if name in ("2x2", "2,1,2", "sparse"):  # and strictly more on these trees
+        assert ours > theirs + 1e-3
 
 
 def test_walk_stops_at_an_accepted_eos_inside_the_path():
@@ -171,7 +218,8 @@ def exact_two_token_law_with_eos(target, prompt, eos):
     return law
 
 
-EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1")]
+EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1"),
+              ("select-block", "wor", "2x2")]
 
 
 @pytest.mark.parametrize("verifier,sampler,name", EOS_COMBOS)
@@ -198,6 +246,8 @@ def test_plan_refuses_what_the_sequence_verifiers_cannot_do():
         plan_decode(["2x2"], ["block"], vocab_size=10)
     with pytest.raises(InputError, match="traversal needs a static tree"):
         plan_decode(["paths:3x2"], ["traversal"], vocab_size=10)
+    with pytest.raises(InputError, match="select-block needs a static tree"):
+        plan_decode(["paths:3x2"], ["select-block"], vocab_size=10)
     with pytest.raises(InputError, match="lossless for iid/wor drafts only, not greedy"):
         plan_decode(["2x2"], ["traversal:greedy"], vocab_size=10)
     specs, skipped = plan_decode(["1x3", "2x3"], ["block", "traversal"], vocab_size=10, baselines=False)
@@ -286,7 +336,7 @@ def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, s
     coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
     best = lossless_lp(sets, probs, p_seq)
     assert total >= coupling - 1e-7 and coupling >= best - 1e-7
-    verifiers = ["traversal"] if not name.startswith("paths") else []
+    verifiers = ["traversal", "select-block"] if not name.startswith("paths") else []
     verifiers += ["rrs", "kseq", "optimal-iid"] if sampler == "iid" else ["rrsw"]
     for verifier in verifiers:
         accepted = 0.0
@@ -297,7 +347,7 @@ def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, s
             accepted += prob * sum(m * (len(k) - 1) for k, m in law.items())
         assert accepted <= best + 1e-7, (verifier, accepted, best)
         if name.startswith("1x"):  # on a chain, block verification is the optimum over all lossless verifiers
-            assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier == "traversal")
+            assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier in ("traversal", "select-block"))
 
 
 def test_the_coupling_lp_is_not_reachable_the_papers_example():

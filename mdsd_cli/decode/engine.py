@@ -289,7 +289,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
     if on_device:
         import torch
 
-        from .device_sequence import walk_sequence_on_device
+        from .device_sequence import DEVICE_SEQUENCE_VERIFIERS, walk_sequence_on_device
         from .device_walk import as_device_rows, logits_device, one_thread_on_cpu, walk_on_device
 
         device = logits_device(target)
@@ -311,7 +311,12 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
             if on_device:
                 generator.manual_seed(int(rng.integers(2**63)))
                 with one_thread_on_cpu(device):
-                    if sequence is not None:
+                    if sequence is not None and spec.verifier not in DEVICE_SEQUENCE_VERIFIERS:
+                        # no device form (select-block builds a per-node optimal verifier on the host at each
+                        # node of its path): the tree's rows come to the host, one copy per step
+                        walk = sequence.walk(tree, logits.detach().double().cpu().numpy(), T, spec.sampler, rng,
+                                             eos_token_id=eos)
+                    elif sequence is not None:
                         walk = walk_sequence_on_device(spec.verifier, tree, logits, T, spec.sampler, generator,
                                                        eos_token_id=eos, visit_rows=node_metrics)
                     else:

@@ -38,7 +38,15 @@ from the root to it may still be accepted.
     same order); on a one-level tree it is RRS (iid) or RRS without
     replacement (wor).
 
-Both are lossless: the step's tokens, continued by the target, follow the
+``select-block`` — ours, any static tree with iid or wor children: at each node
+    from the root, the per-node optimal verifier of that node (``optimal-iid`` /
+    ``optimal-wor`` for its own ``(p, q, n)``) chooses one of its drafts (the chosen
+    token has that verifier's candidate law ``t``); the chosen path, a chain drawn
+    from the laws ``t``, is judged by Block Verification with ``t`` in place of
+    ``Q``. Block Verification on a chain, the per-node optimal verifier on a
+    one-level tree, and never below the latter (docs/sequence.md).
+
+All are lossless: the step's tokens, continued by the target, follow the
 target's law (``tests/test_decode_sequence.py`` checks it exactly on every
 enumerable tree of a tiny model, and in generation).
 """
@@ -107,13 +115,13 @@ class SequenceVerifier:
         ``P[i]`` is the target's law at node ``i``. Tokens are the accepted path
         followed by the bonus/correction token.
         """
-        return (_block_law if self.name == "block" else _traversal_law)(tree, P, sampler)
+        return _LAWS[self.name](tree, P, sampler)
 
     def expected_tokens(self, tree: DraftTree, P: list, sampler: str, eos_token_id: int | None = None) -> float:
         """The expected number of tokens the step appends given the drawn ``tree``: the mean length of
         :meth:`output_law`'s blocks (cut after an accepted end-of-sequence token), without building it."""
         out = _Lengths(eos_token_id)
-        (_block_law if self.name == "block" else _traversal_law)(tree, P, sampler, out)
+        _LAWS[self.name](tree, P, sampler, out)
         return out.total
 
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
@@ -121,7 +129,7 @@ class SequenceVerifier:
         """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens."""
         t0 = time.perf_counter()
         P = tempered(target_logits, temperature)
-        run = _block_sample if self.name == "block" else _traversal_sample
+        run = _SAMPLES[self.name]
         node, bonus = run(tree, P, sampler, rng)
         return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
 
@@ -171,6 +179,12 @@ def _chain(tree: DraftTree) -> list[int]:
 def _block_quantities(tree: DraftTree, P: list):
     """``h_i`` and the law of the token drawn after accepting ``i`` drafts, ``i = 0..D``."""
     nodes = _chain(tree)
+    return (nodes, *_path_quantities(tree, nodes, P, tree.q))
+
+
+def _path_quantities(tree: DraftTree, nodes: list[int], P, Q) -> tuple[np.ndarray, list]:
+    """Block verification's ``h_i`` and laws along the path ``nodes`` (root first), whose token at
+    node ``i + 1`` was drawn from ``Q[nodes[i]]`` (the draft law, or the law of a selection)."""
     D = len(nodes) - 1
     w = 1.0
     h = np.empty(D + 1)
@@ -178,16 +192,16 @@ def _block_quantities(tree: DraftTree, P: list):
     for i, u in enumerate(nodes):
         if i > 0:
             parent = nodes[i - 1]
-            w = _child_weight(w, P[parent], tree.q[parent], tree.tokens[u])
+            w = _child_weight(w, P[parent], Q[parent], tree.tokens[u])
         if i == D:
             h[i], law = w, P[u]
         else:
-            r, rho = _residual(w, P[u], tree.q[u])
+            r, rho = _residual(w, P[u], Q[u])
             h[i] = 1.0 if i == 0 else (rho / (rho + 1.0 - w) if rho + 1.0 - w > 0 else 1.0)
             law = r / rho if rho > 0 else P[u]
         laws.append(law)
     h[0] = 1.0
-    return nodes, h, laws
+    return h, laws
 
 
 class _Lengths:
@@ -217,18 +231,27 @@ def _emit(out, path: tuple, mass: float, law: np.ndarray) -> None:
 def _block_law(tree, P, sampler, out=None):
     nodes, h, laws = _block_quantities(tree, P)
     out = {} if out is None else out
+    _path_law(tree, nodes, h, laws, 1.0, out)
+    return out
+
+
+def _path_law(tree, nodes, h, laws, weight: float, out) -> None:
+    """Add ``weight`` times block verification's law on the path ``nodes`` to ``out``."""
     above = 1.0  # P(no i' > i accepted)
     for i in range(len(nodes) - 1, -1, -1):
         mass = float(above * h[i])
         above *= 1.0 - float(h[i])
         if mass <= 0:
             continue
-        _emit(out, tuple(tree.tokens[u] for u in nodes[1 : i + 1]), mass, laws[i])
-    return out
+        _emit(out, tuple(tree.tokens[u] for u in nodes[1 : i + 1]), weight * mass, laws[i])
 
 
 def _block_sample(tree, P, sampler, rng):
     nodes, h, laws = _block_quantities(tree, P)
+    return _path_sample(nodes, h, laws, rng)
+
+
+def _path_sample(nodes, h, laws, rng):
     for i in range(len(nodes) - 1, -1, -1):
         if i == 0 or rng.random() <= h[i]:
             return nodes[i], int(sample_from_law(laws[i], 1, rng)[0])
@@ -286,11 +309,75 @@ def _traversal_sample(tree, P, sampler, rng):
     return _traverse(tree, P, sampler, 0, 1.0, rng, 1.0, None)
 
 
+# --- select-block: the per-node optimal choice picks a path, block verification judges it ----------
+
+class _Selections:
+    """The per-node optimal verifier of every node that needs one (``optimal-iid`` or ``optimal-wor`` for the
+    node's own ``(p, q, n)``, built on first use): which child it picks and with which law."""
+
+    def __init__(self, tree: DraftTree, P, sampler: str):
+        from ..verifiers import VERIFIERS
+
+        self.tree, self.P, self.sampler = tree, P, sampler
+        self.cls = VERIFIERS["optimal-wor" if sampler == "wor" else "optimal-iid"]
+        self.laws: dict[int, np.ndarray] = {}
+        self.picks: dict[int, np.ndarray] = {}
+
+    def at(self, u: int) -> np.ndarray:
+        """``P(child k is picked)`` for node ``u``'s children (the i-th draft is the i-th child)."""
+        got = self.picks.get(u)
+        if got is None:
+            tree = self.tree
+            drafts = np.asarray(tree.drafts[u], dtype=np.int64)
+            v = self.cls(self.P[u], tree.q[u], tree.n[u], self.sampler)
+            got = np.maximum(np.asarray(v.choice(drafts[None, :]), dtype=float)[0], 0.0)
+            got = got / got.sum()
+            self.picks[u] = got
+            self.laws[u] = np.asarray(v.candidate, dtype=float)
+        return got
+
+
+def _select_block_law(tree, P, sampler, out=None):
+    """Exact: every path the choices can pick, with its probability, times block verification's law on it."""
+    out = {} if out is None else out
+    sel = _Selections(tree, P, sampler)
+
+    def down(nodes, weight):
+        u = nodes[-1]
+        if not tree.children[u]:
+            h, laws = _path_quantities(tree, nodes, P, sel.laws)
+            _path_law(tree, nodes, h, laws, weight, out)
+            return
+        for c, pick in zip(tree.children[u], sel.at(u)):
+            if pick > 0.0:
+                down(nodes + [c], weight * float(pick))
+
+    down([0], 1.0)
+    return out
+
+
+def _select_block_sample(tree, P, sampler, rng):
+    sel = _Selections(tree, P, sampler)
+    nodes = [0]
+    while tree.children[nodes[-1]]:
+        pick = sel.at(nodes[-1])
+        k = int(np.searchsorted(np.cumsum(pick), rng.random() * pick.sum(), side="right"))
+        nodes.append(tree.children[nodes[-1]][min(k, len(pick) - 1)])
+    h, laws = _path_quantities(tree, nodes, P, sel.laws)
+    return _path_sample(nodes, h, laws, rng)
+
+
+_LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law}
+_SAMPLES = {"block": _block_sample, "traversal": _traversal_sample, "select-block": _select_block_sample}
+
+
 #: Sequence-level verifiers by CLI name.
 SEQUENCE_VERIFIERS: dict[str, SequenceVerifier] = {
     "block": SequenceVerifier("block", "Block Verification (Sun et al., ICLR 2025): the whole chain judged at once"),
     "traversal": SequenceVerifier("traversal", "Traversal Verification (Weng et al., NeurIPS 2025): leaves first, "
                                                "sequence-level weights"),
+    "select-block": SequenceVerifier("select-block", "per-node optimal choice of one path (optimal-iid / "
+                                                     "optimal-wor), then Block Verification of it"),
 }
 
 __all__ = ["SEQUENCE_VERIFIERS", "SequenceVerifier"]
