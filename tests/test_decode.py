@@ -205,6 +205,16 @@ def test_reused_verifiers_give_identical_tokens(verifier, sampler):
     assert all(np.array_equal(a.visits, b.visits, equal_nan=True) for a, b in zip(fresh.runs, reused.runs))
 
 
+@pytest.mark.parametrize("sampler", ["iid", "wor"])
+def test_select_block_reuses_its_per_node_verifiers_with_identical_tokens(sampler):
+    target, draft = small_pair()
+    prompts = [Prompt(i, PROMPT) for i in range(12)]
+    specs = specs_for("select-block", sampler, "2x2")
+    fresh = run_decode(target, draft, prompts, specs, max_new_tokens=6, seed=1)
+    reused = run_decode(target, draft, prompts, specs, max_new_tokens=6, seed=1, reuse_verifiers=True)
+    assert [r.generated for r in fresh.runs] == [r.generated for r in reused.runs]
+
+
 # --- (c) and the identities ---------------------------------------------------------------------
 
 def contexts_of_steps(run):

@@ -315,7 +315,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
                         # no device form (select-block builds a per-node optimal verifier on the host at each
                         # node of its path): the tree's rows come to the host, one copy per step
                         walk = sequence.walk(tree, logits.detach().double().cpu().numpy(), T, spec.sampler, rng,
-                                             eos_token_id=eos)
+                                             eos_token_id=eos, cache=cache)
                     elif sequence is not None:
                         walk = walk_sequence_on_device(spec.verifier, tree, logits, T, spec.sampler, generator,
                                                        eos_token_id=eos, visit_rows=node_metrics)
@@ -323,7 +323,7 @@ def decode_prompt(target, draft, prompt: Sequence[int], spec: DecodeSpec, *, max
                         walk = walk_on_device(tree, logits, T, spec.verifier, spec.sampler, generator,
                                               eos_token_id=eos, conditional_acceptance=node_metrics)
             elif sequence is not None:
-                walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos)
+                walk = sequence.walk(tree, logits, T, spec.sampler, rng, eos_token_id=eos, cache=cache)
             else:
                 walk = walk_per_node(tree, logits, T, verifier_cls, spec.sampler, rng, eos_token_id=eos,
                                      cache=cache, conditional_acceptance=node_metrics)
@@ -379,11 +379,13 @@ def _unit(si: int, pi: int) -> PromptRun:
     spec, prompt = st["specs"][si], st["prompts"][pi]
     rng = np.random.default_rng([st["seed"], int(prompt.id), spec.stream])
     cache = None
-    if st["reuse_verifiers"] and not spec.plain and spec.verifier not in SEQUENCE_VERIFIERS:
+    sequence = SEQUENCE_VERIFIERS.get(spec.verifier)
+    per_node = spec.verifier if sequence is None else sequence.per_node(spec.sampler)
+    if st["reuse_verifiers"] and not spec.plain and per_node is not None:
         caches = st.setdefault("caches", {})
         if si not in caches:
             V = st["target"].vocab_size
-            caches[si] = VerifierCache(get_verifier(spec.verifier), spec.sampler, max_entries=max(16, (1 << 22) // V))
+            caches[si] = VerifierCache(get_verifier(per_node), spec.sampler, max_entries=max(16, (1 << 22) // V))
         cache = caches[si]
     ids, steps, visits = decode_prompt(st["target"], st["draft"], prompt.tokens, spec,
                                        max_new_tokens=st["max_new_tokens"], rng=rng, node_metrics=st["node_metrics"],

@@ -124,13 +124,23 @@ class SequenceVerifier:
         _LAWS[self.name](tree, P, sampler, out)
         return out.total
 
+    def per_node(self, sampler: str) -> str | None:
+        """The per-node verifier this one builds at the nodes it visits (``select-block``), else None: a
+        :class:`~.walk.VerifierCache` of it may be passed to :meth:`walk`."""
+        if self.name != "select-block":
+            return None
+        return "optimal-wor" if sampler == "wor" else "optimal-iid"
+
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
-             rng: np.random.Generator, *, eos_token_id: int | None = None) -> WalkResult:
-        """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens."""
+             rng: np.random.Generator, *, eos_token_id: int | None = None, cache=None) -> WalkResult:
+        """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens
+        (``cache``: prepared per-node verifiers, see :meth:`per_node`; the same outputs, less time)."""
         t0 = time.perf_counter()
         P = tempered(target_logits, temperature)
-        run = _SAMPLES[self.name]
-        node, bonus = run(tree, P, sampler, rng)
+        if self.name == "select-block":
+            node, bonus = _select_block_sample(tree, P, sampler, rng, cache)
+        else:
+            node, bonus = _SAMPLES[self.name](tree, P, sampler, rng)
         return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
 
 
@@ -315,10 +325,10 @@ class _Selections:
     """The per-node optimal verifier of every node that needs one (``optimal-iid`` or ``optimal-wor`` for the
     node's own ``(p, q, n)``, built on first use): which child it picks and with which law."""
 
-    def __init__(self, tree: DraftTree, P, sampler: str):
+    def __init__(self, tree: DraftTree, P, sampler: str, cache=None):
         from ..verifiers import VERIFIERS
 
-        self.tree, self.P, self.sampler = tree, P, sampler
+        self.tree, self.P, self.sampler, self.cache = tree, P, sampler, cache
         self.cls = VERIFIERS["optimal-wor" if sampler == "wor" else "optimal-iid"]
         self.laws: dict[int, np.ndarray] = {}
         self.picks: dict[int, np.ndarray] = {}
@@ -329,7 +339,8 @@ class _Selections:
         if got is None:
             tree = self.tree
             drafts = np.asarray(tree.drafts[u], dtype=np.int64)
-            v = self.cls(self.P[u], tree.q[u], tree.n[u], self.sampler)
+            v = (self.cache(self.P[u], tree.q[u], tree.n[u]) if self.cache is not None
+                 else self.cls(self.P[u], tree.q[u], tree.n[u], self.sampler))
             got = np.maximum(np.asarray(v.choice(drafts[None, :]), dtype=float)[0], 0.0)
             got = got / got.sum()
             self.picks[u] = got
@@ -356,8 +367,8 @@ def _select_block_law(tree, P, sampler, out=None):
     return out
 
 
-def _select_block_sample(tree, P, sampler, rng):
-    sel = _Selections(tree, P, sampler)
+def _select_block_sample(tree, P, sampler, rng, cache=None):
+    sel = _Selections(tree, P, sampler, cache)
     nodes = [0]
     while tree.children[nodes[-1]]:
         pick = sel.at(nodes[-1])
