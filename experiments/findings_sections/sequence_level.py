@@ -44,7 +44,9 @@ def _sequence_reading(exact: pd.DataFrame) -> str:
                     "judging the path it picks whole) included. The gap is not one of information: the best "
                     "verifier that sees only the laws at its tree's nodes (one target pass) reaches the lossless "
                     "optimum, instance by instance (docs/sequence.md, proof and exact checks), so the lossless LP "
-                    "column is also the node-restricted optimum")
+                    "column is also the node-restricted optimum. It is also a path optimum: choosing one path of the "
+                    "drawn tree (looking at the whole tree) and verifying it alone by block verification loses "
+                    "nothing (docs/sequence.md), so what `select-block` lacks is a choice that looks below the node")
     return "; ".join(says) + "."
 
 
