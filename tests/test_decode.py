@@ -108,6 +108,17 @@ def test_greedy_temperature_on_pydoc_ngram(name):
         assert r.generated == greedy_decode(pair.target, prompts[r.prompt].tokens, 12), run.specs[r.spec].label
 
 
+@pytest.mark.parametrize("name", ["4x3", "4,2,2,1"])
+def test_select_block_greedy_temperature_on_pydoc_ngram(name):
+    pair = load_model_pair("pydoc-ngram")
+    prompts = pair.prompts(3)
+    specs, _ = plan_decode([name], ["select-block:iid", "select-block:wor"], temperatures=[0.0],
+                           vocab_size=pair.vocab_size, baselines=False)
+    run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=12, seed=3, reuse_verifiers=True)
+    for r in run.runs:
+        assert r.generated == greedy_decode(pair.target, prompts[r.prompt].tokens, 12), run.specs[r.spec].label
+
+
 # --- (b) the two-token law ----------------------------------------------------------------------
 
 RUNS = 800
