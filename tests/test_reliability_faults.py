@@ -432,3 +432,27 @@ def test_ctrl_c_is_one_line_exit_130_and_no_file(tmp_path, command):
     assert proc.returncode == 130, err
     assert "Interrupted: no output file was written or changed" in err and "Traceback" not in err, err
     assert out == "" and list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_inside_a_ctypes_callback_is_deferred_to_the_next_progress_update():
+    """A SIGINT that lands in llvmlite's ctypes callback (numba loading a cached kernel) used to be printed as
+    "Exception ignored" and lost, so the run went on and exited 0; now it is raised at the next progress
+    update (in the main thread), and one anywhere else is raised at once."""
+    import sys as _sys
+
+    from mdsd_cli.cli import interrupt
+    from mdsd_cli.cli.console import Progress
+
+    space: dict = {}
+    exec(compile("import sys\ndef grab():\n    return sys._getframe()\n", "/x/site-packages/llvmlite/binding/fake.py",
+                 "exec"), space)
+    callback_frame = space["grab"]()
+    interrupt._on_sigint(signal.SIGINT, callback_frame)  # deferred: no exception here
+    progress = Progress(3)
+    with pytest.raises(KeyboardInterrupt):
+        progress.advance()
+    progress.advance()  # raised once only
+    with pytest.raises(KeyboardInterrupt):
+        interrupt._on_sigint(signal.SIGINT, _sys._getframe())
+    progress.advance()
+    assert progress.done == 3

@@ -104,6 +104,9 @@ def main() -> None:
     from .._malloc import tune_allocator
 
     tune_allocator()
+    from .interrupt import install
+
+    install()  # Ctrl-C that lands in a compiled kernel's ctypes callback is deferred, not lost
     try:
         app(prog_name="mdsd")
     finally:

@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.progress import Progress as Progress_
 
 from ..errors import InputError
+from .interrupt import check as check_interrupt
 
 
 def err_console() -> Console:
@@ -83,6 +84,7 @@ class Progress:
     def advance(self, k: int = 1) -> None:
         with self._lock:
             self.done += int(k)
+        check_interrupt()  # a Ctrl-C deferred out of a ctypes callback (see .interrupt)
 
     def set_total(self, total: int) -> None:
         with self._lock:
