@@ -1,6 +1,6 @@
 """The `sequence-level` experiment: per-node and sequence-level verifiers against the sequence-level bounds.
 
-Two pairs, one decoding step from fixed root contexts, T = 1:
+Two pairs, one decoding step from fixed root contexts, T = 1 (and T = 0.6 for the exact part):
 
 * ``synthetic-v4`` — the context-hashed Zipf pair at V = 4 (seed 9, noise 1.5),
   8 root contexts. Everything is exact: every draft tree is enumerated, each
@@ -20,7 +20,7 @@ Two pairs, one decoding step from fixed root contexts, T = 1:
 
 Writes ``results/sequence-level/summary.csv`` (one row per dataset, tree, draft
 law, verifier and method) with a manifest, and ``block-efficiency.png``/``.svg``.
-Usage: ``python experiments/sequence_level.py [OUT_DIR]`` (about 3-4 minutes on 2 cores).
+Usage: ``python experiments/sequence_level.py [OUT_DIR]`` (about 6.5 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from mdsd_cli.verifiers import VERIFIERS
 
 SEED = 0
 T = 1.0
+#: Temperatures of the exact synthetic-v4 part (generation and pydoc-ngram run at T only).
+EXACT_TEMPERATURES = (1.0, 0.6)
 #: (tree, draft law, verifiers): per-node first, then sequence-level.
 CASES = [
     ("1x2", "iid", ["rrs", "block"]),
@@ -73,9 +75,9 @@ def log(msg: str) -> None:
     print(f"[sequence-level] {msg}", file=sys.stderr, flush=True)
 
 
-def exact_tokens(target, draft, context, name, sampler, verifiers) -> dict[str, float]:
+def exact_tokens(target, draft, context, name, sampler, verifiers, temperature=T) -> dict[str, float]:
     """Each verifier's exact expected tokens per step at ``context`` (every draft tree enumerated)."""
-    P, Q = ConditionalLaws(target, context, T), ConditionalLaws(draft, context, T)
+    P, Q = ConditionalLaws(target, context, temperature), ConditionalLaws(draft, context, temperature)
     caches = {v: VerifierCache(VERIFIERS[v], sampler) for v in verifiers if v not in SEQUENCE}
     out = dict.fromkeys(verifiers, 0.0)
     for tree, prob in tree_law(parse_tree(name), sampler, Q):
@@ -102,27 +104,33 @@ def generated(target, draft, contexts, cases, repeats) -> pd.DataFrame:
             units = [r for r in run.runs if r.spec == si]
             tokens = np.array([r.steps[:, 1].sum() for r in units])
             tau, lo, hi = ratio_interval(tokens, np.ones(len(units)))
-            rows.append({"tree": name, "sampler": sampler, "verifier": spec.verifier, "method": "generation",
+            rows.append({"tree": name, "sampler": sampler, "temperature": T, "verifier": spec.verifier,
+                         "method": "generation",
                          "block_efficiency": tau, "block_efficiency_low": lo, "block_efficiency_high": hi,
                          "steps": len(units)})
     return pd.DataFrame(rows)
 
 
-def bounds_at(target, draft, contexts, cases, *, lp: bool, per_context: bool = False) -> pd.DataFrame:
+def bounds_at(target, draft, contexts, cases, *, lp: bool, per_context: bool = False,
+              temperature: float = T) -> pd.DataFrame:
     rows = []
     laws: dict = {}
     for i, context in enumerate(contexts):
         for name, sampler, _ in cases:
-            total, exact, coupling, lossless = step_bound(target, draft, context, parse_tree(name), sampler, T,
-                                                          lp=lp, laws=laws)
-            rows.append({"context": i, "tree": name, "sampler": sampler, "sequence_bound": 1 + total,
+            total, exact, coupling, lossless = step_bound(target, draft, context, parse_tree(name), sampler,
+                                                          temperature, lp=lp, laws=laws)
+            rows.append({"context": i, "tree": name, "sampler": sampler, "temperature": temperature,
+                         "sequence_bound": 1 + total,
                          "sequence_bound_exact": exact, "coupling_bound": 1 + coupling, "lossless_bound": 1 + lossless})
     b = pd.DataFrame(rows)
     if per_context:
         return b
-    return b.groupby(["tree", "sampler"], sort=False).agg(
-        sequence_bound=("sequence_bound", "mean"), sequence_bound_exact=("sequence_bound_exact", "all"),
-        coupling_bound=("coupling_bound", "mean"), lossless_bound=("lossless_bound", "mean")).reset_index()
+    # an LP that did not run or verify at one context leaves the mean empty (a mean over the other contexts
+    # would not be comparable with the verifiers' means over all of them)
+    strict = lambda x: x.mean(skipna=False)  # noqa: E731
+    return b.groupby(["tree", "sampler", "temperature"], sort=False).agg(
+        sequence_bound=("sequence_bound", strict), sequence_bound_exact=("sequence_bound_exact", "all"),
+        coupling_bound=("coupling_bound", strict), lossless_bound=("lossless_bound", strict)).reset_index()
 
 
 def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.DataFrame:
@@ -145,7 +153,8 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
             tau, half = mean_interval(values)
             gap, gap_half = mean_interval(bound.loc[range(len(ctx))].to_numpy() - values)
             methods = sorted({run.values[(si, ci)].method for ci in range(len(ctx))})
-            rows.append({"tree": name, "sampler": sampler, "verifier": spec.verifier, "method": "+".join(methods),
+            rows.append({"tree": name, "sampler": sampler, "temperature": T, "verifier": spec.verifier,
+                         "method": "+".join(methods),
                          "block_efficiency": tau, "block_efficiency_low": tau - half,
                          "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
                          "gap_half_width": gap_half})
@@ -165,19 +174,22 @@ def synthetic_part() -> pd.DataFrame:
     target, draft = synthetic_models(4, seed=9, noise=1.5)
     contexts = [(a, b) for a in range(4) for b in range(4)][::2]  # 8 root contexts
     t0 = time.perf_counter()
-    bounds = bounds_at(target, draft, contexts, CASES, lp=True)
+    bounds = pd.concat([bounds_at(target, draft, contexts, CASES, lp=True, temperature=temp)
+                        for temp in EXACT_TEMPERATURES], ignore_index=True)
     log(f"synthetic bounds in {time.perf_counter() - t0:.0f} s")
     rows = []
-    for name, sampler, verifiers in CASES:
-        per = [exact_tokens(target, draft, c, name, sampler, verifiers) for c in contexts]
-        for v in verifiers:
-            value = float(np.mean([p[v] for p in per]))
-            rows.append({"tree": name, "sampler": sampler, "verifier": v, "method": "exact", "block_efficiency": value,
-                         "block_efficiency_low": value, "block_efficiency_high": value, "steps": np.nan})
+    for temp in EXACT_TEMPERATURES:
+        for name, sampler, verifiers in CASES:
+            per = [exact_tokens(target, draft, c, name, sampler, verifiers, temp) for c in contexts]
+            for v in verifiers:
+                value = float(np.mean([p[v] for p in per]))
+                rows.append({"tree": name, "sampler": sampler, "temperature": temp, "verifier": v, "method": "exact",
+                             "block_efficiency": value, "block_efficiency_low": value,
+                             "block_efficiency_high": value, "steps": np.nan})
     log(f"synthetic exact values in {time.perf_counter() - t0:.0f} s")
     gen = generated(target, draft, contexts, CASES, 40)
     log(f"synthetic generation in {time.perf_counter() - t0:.0f} s")
-    df = pd.concat([pd.DataFrame(rows), gen], ignore_index=True).merge(bounds, on=["tree", "sampler"])
+    df = pd.concat([pd.DataFrame(rows), gen], ignore_index=True).merge(bounds, on=["tree", "sampler", "temperature"])
     df.insert(0, "dataset", "synthetic-v4")
     return df
 
@@ -187,15 +199,16 @@ def pydoc_part() -> pd.DataFrame:
     contexts = [p.tokens for p in pair.prompts(PYDOC_CONTEXTS)]
     t0 = time.perf_counter()
     per = bounds_at(pair.target, pair.draft, contexts, PYDOC_CASES, lp=False, per_context=True)
-    bounds = per.groupby(["tree", "sampler"], sort=False).agg(
-        sequence_bound=("sequence_bound", "mean"), sequence_bound_exact=("sequence_bound_exact", "all"),
-        coupling_bound=("coupling_bound", "mean"), lossless_bound=("lossless_bound", "mean")).reset_index()
+    strict = lambda x: x.mean(skipna=False)  # noqa: E731
+    bounds = per.groupby(["tree", "sampler", "temperature"], sort=False).agg(
+        sequence_bound=("sequence_bound", strict), sequence_bound_exact=("sequence_bound_exact", "all"),
+        coupling_bound=("coupling_bound", strict), lossless_bound=("lossless_bound", strict)).reset_index()
     log(f"pydoc-ngram bounds in {time.perf_counter() - t0:.0f} s")
     expected = expected_at(pair.target, pair.draft, contexts, PYDOC_CASES, per)
     log(f"pydoc-ngram expected tokens in {time.perf_counter() - t0:.0f} s")
     gen = generated(pair.target, pair.draft, contexts, PYDOC_CASES, 16)  # the check: the first step, sampled
     log(f"pydoc-ngram generation in {time.perf_counter() - t0:.0f} s")
-    df = pd.concat([expected, gen], ignore_index=True).merge(bounds, on=["tree", "sampler"])
+    df = pd.concat([expected, gen], ignore_index=True).merge(bounds, on=["tree", "sampler", "temperature"])
     df.insert(0, "dataset", "pydoc-ngram")
     return df
 
@@ -211,7 +224,8 @@ def plot(df: pd.DataFrame, out: Path) -> None:
     colours = {"rrs": "#9ecae1", "kseq": "#6baed6", "optimal-iid": "#2171b5", "rrsw": "#a1d99b", "optimal-wor": "#31a354",
                "block": "#fd8d3c", "traversal": "#d94801", "select-block": "#7a0177"}
     for ax, name in zip(axes[0], sets):
-        d = df[(df.dataset == name) & ((df.method == "exact") if name == "synthetic-v4" else (df.method != "generation"))]
+        d = df[(df.dataset == name) & (df.temperature == T)
+               & ((df.method == "exact") if name == "synthetic-v4" else (df.method != "generation"))]
         groups = list(dict.fromkeys(zip(d.tree, d.sampler)))
         for g, (tree, sampler) in enumerate(groups):
             rows = d[(d.tree == tree) & (d.sampler == sampler)]
@@ -246,7 +260,8 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     df = pd.concat([synthetic_part(), pydoc_part()], ignore_index=True)
-    manifest = build_manifest("sequence-level", {"temperature": T, "seed": SEED, "cases": CASES,
+    manifest = build_manifest("sequence-level", {"temperature": T, "exact_temperatures": list(EXACT_TEMPERATURES),
+                                                 "seed": SEED, "cases": CASES,
                                                  "pydoc_cases": PYDOC_CASES},
                               seconds=round(time.perf_counter() - t0, 1))
     write_table(df, out / "summary.csv", manifest=manifest)

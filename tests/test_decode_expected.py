@@ -186,7 +186,8 @@ def test_sequence_level_experiment_values_are_reproduced():
         if row.verifier in SEQUENCE_VERIFIERS:  # no recursion: every tree enumerated (checked elsewhere)
             continue
         shape = parse_tree(row.tree)
-        values = [exact_tau(ConditionalLaws(target, c, 1.0), ConditionalLaws(draft, c, 1.0), shape, row.sampler,
+        temp = float(getattr(row, "temperature", 1.0))
+        values = [exact_tau(ConditionalLaws(target, c, temp), ConditionalLaws(draft, c, temp), shape, row.sampler,
                             row.verifier, prune=0.0).value for c in contexts]
         assert abs(np.mean(values) - row.block_efficiency) < 1e-11, row
         checked += 1

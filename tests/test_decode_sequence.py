@@ -453,6 +453,24 @@ def test_an_unverified_lp_answer_is_refused(monkeypatch):
         lossless_lp(sets, probs, sequence_law(P, 3, 3))
 
 
+def test_peaked_lossless_lp_is_verified_by_the_last_fallback_and_bounds_every_verifier(monkeypatch):
+    """synthetic-v4 (the sequence-level experiment's pair) at T = 0.6, 2x2 iid: HiGHS at default tolerances and
+    Clarabel both leave the lossless LP 1e-8 infeasible; HiGHS at tight tolerances is verified, and its value
+    is above every verifier's exact tokens per step (without that fallback the bound is left empty)."""
+    from mdsd_cli.bounds import lp
+    from mdsd_cli.decode.bounds import step_bound
+
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    _, _, coupling, lossless = step_bound(target, draft, (0, 0), parse_tree("2x2"), "iid", 0.6)
+    for verifier in ("select-block", "traversal"):
+        accepted = step_law(verifier, "2x2", "iid", target, draft, (0, 0), 0.6)[1]
+        assert accepted <= lossless + 1e-9 <= coupling + 2e-9, verifier
+    monkeypatch.setattr(lp, "CERTIFIED_SOLVERS", lp.CERTIFIED_SOLVERS[:2])
+    messages: list = []
+    assert np.isnan(step_bound(target, draft, (0, 0), parse_tree("2x2"), "iid", 0.6, notify=messages.append)[3])
+    assert len(messages) == 1 and "could be verified to 1e-09" in messages[0]
+
+
 def test_lp_bounds_left_empty_with_a_warning_when_they_cannot_run(monkeypatch):
     """Too large (the gate and the LP count the same entries) or no verified solution: the LP columns are
     NaN, the closed forms still give sum α*_d, one message per configuration; the decode goes on."""
