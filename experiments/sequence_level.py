@@ -65,8 +65,6 @@ PYDOC_CASES = [
     ("paths:4x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 SEQUENCE = set(SEQUENCE_VERIFIERS)
-#: The per-node optimum of each draft law (select-block is paired against it).
-PER_NODE = {"iid": "optimal-iid", "wor": "optimal-wor"}
 #: Held-out prompts whose first step is evaluated on pydoc-ngram (tau(c) at each, paired).
 PYDOC_CONTEXTS = 48
 
@@ -123,12 +121,17 @@ def bounds_at(target, draft, contexts, cases, *, lp: bool, per_context: bool = F
                          "sequence_bound": 1 + total,
                          "sequence_bound_exact": exact, "coupling_bound": 1 + coupling, "lossless_bound": 1 + lossless})
     b = pd.DataFrame(rows)
-    if per_context:
-        return b
-    # an LP that did not run or verify at one context leaves the mean empty (a mean over the other contexts
-    # would not be comparable with the verifiers' means over all of them)
-    strict = lambda x: x.mean(skipna=False)  # noqa: E731
-    return b.groupby(["tree", "sampler", "temperature"], sort=False).agg(
+    return b if per_context else mean_bounds(b)
+
+
+def mean_bounds(per: pd.DataFrame) -> pd.DataFrame:
+    """The bounds per case, averaged over the contexts. Strict: an LP that did not run or verify at one
+    context leaves the mean empty (a mean over the other contexts would not be comparable with the
+    verifiers' means over all of them)."""
+    def strict(x):
+        return x.mean(skipna=False)
+
+    return per.groupby(["tree", "sampler", "temperature"], sort=False).agg(
         sequence_bound=("sequence_bound", strict), sequence_bound_exact=("sequence_bound_exact", "all"),
         coupling_bound=("coupling_bound", strict), lossless_bound=("lossless_bound", strict)).reset_index()
 
@@ -141,8 +144,9 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
 
     ctx = [Context(i, 0, tuple(c), T) for i, c in enumerate(contexts)]
     rows = []
-    per_context: dict[str, np.ndarray] = {}
     for name, sampler, verifiers in cases:
+        per_context: dict[str, np.ndarray] = {}
+        case_rows: dict[str, dict] = {}
         specs, _ = plan_decode([name], [f"{v}:{sampler}" for v in verifiers], temperatures=[T],
                                vocab_size=target.vocab_size, baselines=False)
         run = run_expected(target, draft, ctx, specs, options=TauOptions(prune=0.001, draft_samples=256,
@@ -153,20 +157,20 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
             tau, half = mean_interval(values)
             gap, gap_half = mean_interval(bound.loc[range(len(ctx))].to_numpy() - values)
             methods = sorted({run.values[(si, ci)].method for ci in range(len(ctx))})
-            rows.append({"tree": name, "sampler": sampler, "temperature": T, "verifier": spec.verifier,
-                         "method": "+".join(methods),
-                         "block_efficiency": tau, "block_efficiency_low": tau - half,
-                         "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
-                         "gap_half_width": gap_half})
+            case_rows[spec.verifier] = {
+                "tree": name, "sampler": sampler, "temperature": T, "verifier": spec.verifier,
+                "method": "+".join(methods), "block_efficiency": tau, "block_efficiency_low": tau - half,
+                "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
+                "gap_half_width": gap_half}
             per_context[spec.verifier] = values
         # select-block paired with traversal and with the per-node optimum at the same contexts
-        if "select-block" in per_context:
-            row = rows[len(rows) - len(run.specs) + list(per_context).index("select-block")]
-            for column, other in (("traversal", "traversal"), ("per_node", PER_NODE[sampler])):
-                if other in per_context:
-                    diff, diff_half = mean_interval(per_context["select-block"] - per_context[other])
-                    row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
-        per_context.clear()
+        row = case_rows.get("select-block")
+        per_node = SEQUENCE_VERIFIERS["select-block"].per_node(sampler)
+        for column, other in (("traversal", "traversal"), ("per_node", per_node)):
+            if row is not None and other in per_context:
+                diff, diff_half = mean_interval(per_context["select-block"] - per_context[other])
+                row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
+        rows += case_rows.values()
     return pd.DataFrame(rows)
 
 
@@ -199,10 +203,7 @@ def pydoc_part() -> pd.DataFrame:
     contexts = [p.tokens for p in pair.prompts(PYDOC_CONTEXTS)]
     t0 = time.perf_counter()
     per = bounds_at(pair.target, pair.draft, contexts, PYDOC_CASES, lp=False, per_context=True)
-    strict = lambda x: x.mean(skipna=False)  # noqa: E731
-    bounds = per.groupby(["tree", "sampler", "temperature"], sort=False).agg(
-        sequence_bound=("sequence_bound", strict), sequence_bound_exact=("sequence_bound_exact", "all"),
-        coupling_bound=("coupling_bound", strict), lossless_bound=("lossless_bound", strict)).reset_index()
+    bounds = mean_bounds(per)
     log(f"pydoc-ngram bounds in {time.perf_counter() - t0:.0f} s")
     expected = expected_at(pair.target, pair.draft, contexts, PYDOC_CASES, per)
     log(f"pydoc-ngram expected tokens in {time.perf_counter() - t0:.0f} s")

@@ -175,7 +175,7 @@ def test_select_block_is_block_on_chains_per_node_optimal_on_one_level_and_never
 
     target, draft = synthetic_models(3, seed=9, noise=1.5)
     P, Q = ConditionalLaws(target, (0, 2), temperature), ConditionalLaws(draft, (0, 2), temperature)
-    per_node = "optimal-wor" if sampler == "wor" else "optimal-iid"
+    per_node = SEQUENCE_VERIFIERS["select-block"].per_node(sampler)
     tree_shape = shape(name)
     for tree, _ in tree_law(tree_shape, sampler, Q):
         Ps = list(P.many(tree_paths(tree)))
@@ -326,11 +326,9 @@ def test_the_chain_theorem_fails_for_full_trees():
                                           ("2x2", "wor")])
 def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, sampler):
     from mdsd_cli.bounds.sequence import coupling_lp, lossless_lp, per_depth_lp
-    from mdsd_cli.decode.exact import per_node_output_law
-    from mdsd_cli.verifiers import VERIFIERS
 
     target, draft = synthetic_models(3, seed=9, noise=1.5)
-    sets, probs, p_seq, P, Q, trees = enumerated(target, draft, (0, 2), name, sampler)
+    sets, probs, p_seq, *_ = enumerated(target, draft, (0, 2), name, sampler)
     D = shape(name).depth
     total = sum(per_depth_lp(sets, probs, p_seq.sum(axis=tuple(range(d, D + 1))), d) for d in range(1, D + 1))
     coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
@@ -339,12 +337,7 @@ def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, s
     verifiers = ["traversal", "select-block"] if not name.startswith("paths") else []
     verifiers += ["rrs", "kseq", "optimal-iid"] if sampler == "iid" else ["rrsw"]
     for verifier in verifiers:
-        accepted = 0.0
-        for tree, prob in trees:
-            Ps = list(P.many(tree_paths(tree)))
-            law = (SEQUENCE_VERIFIERS[verifier].output_law(tree, Ps, sampler) if verifier in SEQUENCE_VERIFIERS
-                   else per_node_output_law(tree, Ps, VERIFIERS[verifier], sampler))
-            accepted += prob * sum(m * (len(k) - 1) for k, m in law.items())
+        accepted = _accepted(verifier, name, sampler, target, draft, (0, 2), 1.0)
         assert accepted <= best + 1e-7, (verifier, accepted, best)
         if name.startswith("1x"):  # on a chain, block verification is the optimum over all lossless verifiers
             assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier in ("traversal", "select-block"))

@@ -59,7 +59,7 @@ class Walk:
             return np.eye(n)[0]
         v = self.verifiers.get(u)
         if v is None:
-            cls = VERIFIERS["optimal-wor" if self.sampler == "wor" else "optimal-iid"]
+            cls = VERIFIERS[SEQUENCE_VERIFIERS["select-block"].per_node(self.sampler)]
             v = self.verifiers[u] = cls(self.P[u], self.tree.q[u], n, self.sampler)
         got = np.maximum(np.asarray(v.choice(np.asarray(drafts, dtype=np.int64)[None, :]), dtype=float)[0], 0.0)
         return got / got.sum()

@@ -127,9 +127,7 @@ class SequenceVerifier:
     def per_node(self, sampler: str) -> str | None:
         """The per-node verifier this one builds at the nodes it visits (``select-block``), else None: a
         :class:`~.walk.VerifierCache` of it may be passed to :meth:`walk`."""
-        if self.name != "select-block":
-            return None
-        return "optimal-wor" if sampler == "wor" else "optimal-iid"
+        return _per_node_optimum(sampler) if self.name == "select-block" else None
 
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
              rng: np.random.Generator, *, eos_token_id: int | None = None, cache=None) -> WalkResult:
@@ -137,10 +135,7 @@ class SequenceVerifier:
         (``cache``: prepared per-node verifiers, see :meth:`per_node`; the same outputs, less time)."""
         t0 = time.perf_counter()
         P = tempered(target_logits, temperature)
-        if self.name == "select-block":
-            node, bonus = _select_block_sample(tree, P, sampler, rng, cache)
-        else:
-            node, bonus = _SAMPLES[self.name](tree, P, sampler, rng)
+        node, bonus = _SAMPLES[self.name](tree, P, sampler, rng, cache)
         return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
 
 
@@ -256,7 +251,7 @@ def _path_law(tree, nodes, h, laws, weight: float, out) -> None:
         _emit(out, tuple(tree.tokens[u] for u in nodes[1 : i + 1]), weight * mass, laws[i])
 
 
-def _block_sample(tree, P, sampler, rng):
+def _block_sample(tree, P, sampler, rng, cache=None):
     nodes, h, laws = _block_quantities(tree, P)
     return _path_sample(nodes, h, laws, rng)
 
@@ -315,11 +310,16 @@ def _traversal_law(tree, P, sampler, out=None):
     return out
 
 
-def _traversal_sample(tree, P, sampler, rng):
+def _traversal_sample(tree, P, sampler, rng, cache=None):
     return _traverse(tree, P, sampler, 0, 1.0, rng, 1.0, None)
 
 
 # --- select-block: the per-node optimal choice picks a path, block verification judges it ----------
+
+def _per_node_optimum(sampler: str) -> str:
+    """The per-node optimal verifier of a draft law."""
+    return "optimal-wor" if sampler == "wor" else "optimal-iid"
+
 
 class _Selections:
     """The per-node optimal verifier of every node that needs one (``optimal-iid`` or ``optimal-wor`` for the
@@ -329,7 +329,7 @@ class _Selections:
         from ..verifiers import VERIFIERS
 
         self.tree, self.P, self.sampler, self.cache = tree, P, sampler, cache
-        self.cls = VERIFIERS["optimal-wor" if sampler == "wor" else "optimal-iid"]
+        self.cls = VERIFIERS[_per_node_optimum(sampler)]
         self.laws: dict[int, np.ndarray] = {}
         self.picks: dict[int, np.ndarray] = {}
 
@@ -379,6 +379,7 @@ def _select_block_sample(tree, P, sampler, rng, cache=None):
 
 
 _LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law}
+#: ``(tree, P, sampler, rng, cache)``: only select-block uses ``cache`` (prepared per-node verifiers).
 _SAMPLES = {"block": _block_sample, "traversal": _traversal_sample, "select-block": _select_block_sample}
 
 
