@@ -109,10 +109,11 @@ def test_greedy_temperature_on_pydoc_ngram(name):
 
 
 @pytest.mark.parametrize("name", ["4x3", "4,2,2,1"])
-def test_select_block_greedy_temperature_on_pydoc_ngram(name):
+def test_select_block_and_select_traversal_greedy_temperature_on_pydoc_ngram(name):
     pair = load_model_pair("pydoc-ngram")
     prompts = pair.prompts(3)
-    specs, _ = plan_decode([name], ["select-block:iid", "select-block:wor"], temperatures=[0.0],
+    specs, _ = plan_decode([name], ["select-block:iid", "select-block:wor", "select-traversal:iid",
+                                    "select-traversal:wor"], temperatures=[0.0],
                            vocab_size=pair.vocab_size, baselines=False)
     run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=12, seed=3, reuse_verifiers=True)
     for r in run.runs:

@@ -56,13 +56,14 @@ def test_greedy_temperature_on_the_device_path_is_the_targets_greedy_decoding(ve
     assert sum(r.steps.shape[0] for r in run.runs) < 30  # and it did speculate
 
 
-def test_select_block_on_the_device_path_is_verified_on_the_host_and_greedy_at_t0():
-    """select-block has no device form: with --verify-on device its rows come to the host (T = 0 is still the
-    target's greedy decoding; its two-token law is in DEVICE_LAW_CASES)."""
+@pytest.mark.parametrize("verifier", ["select-block", "select-traversal"])
+def test_select_verifiers_on_the_device_path_are_verified_on_the_host_and_greedy_at_t0(verifier):
+    """select-block and select-traversal have no device form: with --verify-on device their rows come to the
+    host (T = 0 is still the target's greedy decoding; select-block's two-token law is in DEVICE_LAW_CASES)."""
     target, draft = synthetic_models(12, seed=5, noise=1.0)
     prompts = [Prompt(i, tuple(np.random.default_rng(i).integers(0, 12, size=3))) for i in range(3)]
     for sampler in ("iid", "wor"):
-        run = run_decode(target, draft, prompts, specs_for("select-block", sampler, "2x2", 0.0, V=12),
+        run = run_decode(target, draft, prompts, specs_for(verifier, sampler, "2x2", 0.0, V=12),
                          max_new_tokens=10, seed=0, verify_on="device")
         for r in run.runs:
             assert r.generated == greedy_decode(target, prompts[r.prompt].tokens, 10)

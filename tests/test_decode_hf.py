@@ -315,12 +315,12 @@ def test_greedy_temperature_reproduces_the_targets_greedy_decoding(greedy_runs, 
     assert sum(r.steps.shape[0] for r in speculative) < 0.6 * sum(len(r.generated) for r in speculative)
 
 
-def test_select_block_at_t0_is_the_targets_greedy_decoding(pairs):
-    """The sequence-level tree verifier on the Llama pair (iid and wor drafts, a 2x2 and a 3,1 tree)."""
+def test_select_block_and_select_traversal_at_t0_are_the_targets_greedy_decoding(pairs):
+    """The sequence-level tree verifiers on the Llama pair (iid and wor drafts, a 2x2 and a 3,1 tree)."""
     pair = pairs["llama"]
     prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in enumerate(PROMPTS[:2])]
-    specs = [spec for s, name in (("iid", "2x2"), ("wor", "3,1"))
-             for spec in hf_specs("select-block", s, name, 0.0, pair.vocab_size)]
+    specs = [spec for v in ("select-block", "select-traversal") for s, name in (("iid", "2x2"), ("wor", "3,1"))
+             for spec in hf_specs(v, s, name, 0.0, pair.vocab_size)]
     run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=10, seed=0, node_metrics=False)
     for r in run.runs:
         assert r.generated == greedy_oracle(pair.target, prompts[r.prompt].tokens, 10), run.specs[r.spec].label
@@ -335,7 +335,7 @@ LAW_PROMPT = (2, 5, 7)
 LAW_CASES = [("nss", "iid", "2x1", "tree"), ("rrs", "iid", "2x2", "tree"), ("kseq", "iid", "paths:3x2", "tree"),
              ("optimal-iid", "iid", "sparse", "tree"), ("otm", "iid", "2x2", "paths"), ("rrsw", "wor", "3,1", "tree"),
              ("optimal-wor", "wor", "2x1", "paths"), ("greedy", "greedy", "2x2", "paths"), ("hub", "hub", "2x2", "tree"),
-             ("select-block", "wor", "2x2", "tree")]
+             ("select-block", "wor", "2x2", "tree"), ("select-traversal", "iid", "3,1", "tree")]
 LAW_CHECKS = len(LAW_CASES) + 1
 
 

@@ -1,4 +1,4 @@
-"""Sequence-level verifiers (`block`, `traversal`) and the sequence-level bounds.
+"""Sequence-level verifiers (`block`, `traversal`, `select-block`, `select-traversal`) and the sequence-level bounds.
 
 Losslessness is checked as for the per-node verifiers (tests/test_decode.py):
 exactly, on every draft tree of a tiny model (the law of a step's tokens,
@@ -58,7 +58,9 @@ EXACT = [("block", "1x2", "iid"), ("block", "1x3", "iid"), ("traversal", "1x3", 
          ("traversal", "2x2", "wor"), ("traversal", "2,1,2", "wor"), ("traversal", "sparse", "iid"),
          ("traversal", "3,1", "iid"), ("select-block", "1x3", "iid"), ("select-block", "2x2", "iid"),
          ("select-block", "2x2", "wor"), ("select-block", "2,1,2", "wor"), ("select-block", "sparse", "iid"),
-         ("select-block", "3,1", "iid"), ("select-block", "3,1", "wor")]
+         ("select-block", "3,1", "iid"), ("select-block", "3,1", "wor"), ("select-traversal", "1x3", "iid"),
+         ("select-traversal", "2x2", "iid"), ("select-traversal", "2x2", "wor"), ("select-traversal", "2,1,2", "wor"),
+         ("select-traversal", "sparse", "iid"), ("select-traversal", "3,1", "iid"), ("select-traversal", "3,1", "wor")]
 
 
 @pytest.mark.parametrize("verifier,name,sampler", EXACT)
@@ -119,7 +121,7 @@ def test_exact_check_catches_lossy_variants(monkeypatch):
 
 SEQ_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "2x2"),
               ("traversal", "iid", "sparse"), ("traversal", "wor", "3,1"), ("select-block", "iid", "2x2"),
-              ("select-block", "wor", "2,1,2")]
+              ("select-block", "wor", "2,1,2"), ("select-traversal", "iid", "2x2"), ("select-traversal", "wor", "3,1")]
 
 
 def specs_for(verifier, sampler, name, temperature=1.0, V=4):
@@ -189,6 +191,58 @@ def test_select_block_is_block_on_chains_per_node_optimal_on_one_level_and_never
     assert ours >= theirs - 1e-12
     if name in ("2x2", "2,1,2", "sparse"):  # and strictly more on these trees
         assert ours > theirs + 1e-3
+
+
+@pytest.mark.parametrize("name,sampler", [("1x2", "iid"), ("1x3", "wor"), ("2x1", "iid"), ("3x1", "wor"),
+                                          ("2x2", "iid"), ("2x2", "wor"), ("2,1,2", "wor"), ("sparse", "iid"),
+                                          ("3,1", "iid"), ("3,1", "wor")])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_select_traversal_is_block_on_chains_per_node_optimal_on_one_level_and_ahead_of_both(name, sampler,
+                                                                                              temperature):
+    """select-traversal = Block Verification on a chain and the per-node optimal verifier on a one-level tree
+    (law for law, tree by tree); on the tiny model it accepts at least as much as traversal and select-block
+    on every tree, and clearly more on the branching ones."""
+    from mdsd_cli.decode.exact import per_node_output_law
+    from mdsd_cli.verifiers import VERIFIERS
+
+    target, draft = synthetic_models(3, seed=9, noise=1.5)
+    P, Q = ConditionalLaws(target, (0, 2), temperature), ConditionalLaws(draft, (0, 2), temperature)
+    per_node = SEQUENCE_VERIFIERS["select-traversal"].per_node(sampler)
+    tree_shape = shape(name)
+    if tree_shape.depth == 1 or name.startswith("1x"):
+        for tree, _ in tree_law(tree_shape, sampler, Q):
+            Ps = list(P.many(tree_paths(tree)))
+            got = SEQUENCE_VERIFIERS["select-traversal"].output_law(tree, Ps, sampler)
+            want = (SEQUENCE_VERIFIERS["block"].output_law(tree, Ps, sampler) if name.startswith("1x")
+                    else per_node_output_law(tree, Ps, VERIFIERS[per_node], sampler))
+            assert max(abs(got.get(k, 0.0) - want.get(k, 0.0)) for k in set(got) | set(want)) < 1e-12
+    ours = _accepted("select-traversal", name, sampler, target, draft, (0, 2), temperature)
+    for other in ("traversal", "select-block"):
+        theirs = _accepted(other, name, sampler, target, draft, (0, 2), temperature)
+        assert ours >= theirs - 1e-12, other
+        if tree_shape.depth > 1 and not name.startswith("1x"):
+            assert ours > theirs + 5e-3, other
+
+
+def test_select_traversal_stays_lossless_in_any_order_that_does_not_look_below_the_node(monkeypatch):
+    """The order of the tries is free as long as it ignores the subtrees' drafts (a child of weight a is
+    accepted with probability a averaged over its subtree): reversed, the law is still the target's; an
+    order that tries first the child whose own first draft the target likes best is lossy."""
+    from mdsd_cli.decode import sequence
+
+    target, draft = synthetic_models(3, seed=9, noise=1.5)
+    monkeypatch.setattr(sequence, "_try_order", lambda tree, P, u, A: [j for j in range(len(A)) if A[j] > 0][::-1])
+    total, _, P = step_law("select-traversal", "2x2", "wor", target, draft, (0, 2), 1.0)
+    assert stream_error(total, P, 3, 2) < 1e-12
+
+    def peeking(tree, P, u, A):
+        kids = tree.children[u]
+        liked = [P[c][tree.tokens[tree.children[c][0]]] if tree.children[c] else 0.0 for c in kids]
+        return sorted((j for j in range(len(A)) if A[j] > 0), key=lambda j: -liked[j])
+
+    monkeypatch.setattr(sequence, "_try_order", peeking)
+    total, _, P = step_law("select-traversal", "2x2", "wor", target, draft, (0, 2), 1.0)
+    assert stream_error(total, P, 3, 2) > 1e-4  # 5e-4 here
 
 
 def test_walk_stops_at_an_accepted_eos_inside_the_path():
@@ -334,13 +388,14 @@ def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, s
     coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
     best = lossless_lp(sets, probs, p_seq)
     assert total >= coupling - 1e-7 and coupling >= best - 1e-7
-    verifiers = ["traversal", "select-block"] if not name.startswith("paths") else []
+    verifiers = ["traversal", "select-block", "select-traversal"] if not name.startswith("paths") else []
     verifiers += ["rrs", "kseq", "optimal-iid"] if sampler == "iid" else ["rrsw"]
     for verifier in verifiers:
         accepted = _accepted(verifier, name, sampler, target, draft, (0, 2), 1.0)
         assert accepted <= best + 1e-7, (verifier, accepted, best)
         if name.startswith("1x"):  # on a chain, block verification is the optimum over all lossless verifiers
-            assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier in ("traversal", "select-block"))
+            assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier in ("traversal", "select-block",
+                                                                                "select-traversal"))
 
 
 def test_the_coupling_lp_is_not_reachable_the_papers_example():
@@ -455,7 +510,7 @@ def test_peaked_lossless_lp_is_verified_by_the_last_fallback_and_bounds_every_ve
 
     target, draft = synthetic_models(4, seed=9, noise=1.5)
     _, _, coupling, lossless = step_bound(target, draft, (0, 0), parse_tree("2x2"), "iid", 0.6)
-    for verifier in ("select-block", "traversal"):
+    for verifier in ("select-block", "traversal", "select-traversal"):
         accepted = step_law(verifier, "2x2", "iid", target, draft, (0, 0), 0.6)[1]
         assert accepted <= lossless + 1e-9 <= coupling + 2e-9, verifier
     monkeypatch.setattr(lp, "CERTIFIED_SOLVERS", lp.CERTIFIED_SOLVERS[:2])

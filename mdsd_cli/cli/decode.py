@@ -127,7 +127,8 @@ def decode(
                                              "verifier's own)", rich_help_panel=DECODE_PANEL),
     verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s): per node nss, rrs, rrsw, kseq, "
                                               "hub, greedy, otm, optimal-iid, optimal-wor, topk; sequence-level block "
-                                              "(chains), traversal and select-block (static trees, iid or wor); "
+                                              "(chains), traversal, select-block and select-traversal (static trees, iid or "
+                                              "wor); "
                                               "NAME:SAMPLER pins "
                                               "the draft law (nss:wor). Repeat for several. (default: rrs)",
                                               rich_help_panel=DECODE_PANEL),

@@ -46,6 +46,28 @@ from the root to it may still be accepted.
     ``Q``. Block Verification on a chain, the per-node optimal verifier on a
     one-level tree, and never below the latter (docs/sequence.md).
 
+``select-traversal`` — ours, any static tree with iid or wor children: traversal
+    with the per-node optimal verifier in place of RRS at every node. A node ``u``
+    of weight ``w`` sets up ``optimal-iid`` / ``optimal-wor`` for the target
+    ``w P_u`` plus ``1 - w`` on one extra token no draft can be (``⊥``), against
+    ``Q_u``: for the drawn drafts, child ``j`` is accepted with probability
+    ``A_j = pick_j min(1, w P_u(x_j) / t(x_j))`` (``t`` its candidate law). The
+    children are then tried one by one: child ``j`` gets the weight
+    ``A_j / (1 - A of the children tried before it)`` and its subtree is walked
+    the same way; the first subtree that accepts ends the step. If every child
+    is rejected, ``u`` is accepted with probability ``rho / (rho + 1 - w)``
+    (the root: always) and one token is drawn from ``max(w P_u - t, 0) / rho``.
+    Averaged over its subtree, a child of weight ``a`` is accepted with
+    probability ``a`` and is then followed by the target's law, whatever the
+    subtree looks like, so the node behaves like its per-node optimal verifier
+    while a child whose subtree is rejected hands its turn to the next one
+    (a look-ahead no per-node choice has). The order of the tries may use
+    anything but the subtrees' drafts: children are tried in the order that
+    maximises a one-level look-ahead (``sum_y min((1 - A_before) hit_c(y),
+    A_j P_c(y))``, ``hit_c`` the probability that ``y`` is among ``c``'s
+    drafts). Block Verification on a chain, the per-node optimal verifier on a
+    one-level tree (docs/sequence.md).
+
 All are lossless: the step's tokens, continued by the target, follow the
 target's law (``tests/test_decode_sequence.py`` checks it exactly on every
 enumerable tree of a tiny model, and in generation).
@@ -125,9 +147,10 @@ class SequenceVerifier:
         return out.total
 
     def per_node(self, sampler: str) -> str | None:
-        """The per-node verifier this one builds at the nodes it visits (``select-block``), else None: a
+        """The per-node verifier this one builds at the nodes it visits (``select-block``,
+        ``select-traversal``), else None: a
         :class:`~.walk.VerifierCache` of it may be passed to :meth:`walk`."""
-        return _per_node_optimum(sampler) if self.name == "select-block" else None
+        return _per_node_optimum(sampler) if self.name in ("select-block", "select-traversal") else None
 
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
              rng: np.random.Generator, *, eos_token_id: int | None = None, cache=None) -> WalkResult:
@@ -289,10 +312,16 @@ def _traverse(tree: DraftTree, P: list, sampler: str, u: int, w: float, rng, wei
             Qu[x] = 0.0
             total = Qu.sum()
             Qu = Qu / total if total > 0 else Qu
-    accept = 1.0 if u == 0 else w
+    return _node_outcome(tree, u, 1.0 if u == 0 else w, Pu, rng, weight * stay, out, stay)
+
+
+def _node_outcome(tree: DraftTree, u: int, accept: float, law: np.ndarray, rng, mass: float, out, stay: float):
+    """A traversal's last word on node ``u`` once its children are gone (reached with probability ``stay``):
+    accepted with probability ``accept``, then one token from ``law``. Sampling (``rng``): ``(u, token)`` or
+    None; exact: adds ``mass * accept`` times ``law`` after ``u``'s path to ``out``, returns P(``u`` rejected)."""
     if out is None:
         if u == 0 or rng.random() < accept:
-            return u, int(sample_from_law(Pu, 1, rng)[0])
+            return u, int(sample_from_law(law, 1, rng)[0])
         return None
     if accept > 0:
         path = []
@@ -300,7 +329,7 @@ def _traverse(tree: DraftTree, P: list, sampler: str, u: int, w: float, rng, wei
         while v > 0:
             path.append(tree.tokens[v])
             v = tree.parents[v]
-        _emit(out, tuple(path[::-1]), weight * stay * accept, Pu)
+        _emit(out, tuple(path[::-1]), mass * accept, law)
     return stay * (1.0 - accept)
 
 
@@ -378,9 +407,127 @@ def _select_block_sample(tree, P, sampler, rng, cache=None):
     return _path_sample(nodes, h, laws, rng)
 
 
-_LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law}
-#: ``(tree, P, sampler, rng, cache)``: only select-block uses ``cache`` (prepared per-node verifiers).
-_SAMPLES = {"block": _block_sample, "traversal": _traversal_sample, "select-block": _select_block_sample}
+# --- select-traversal: the per-node optimal verifier's acceptances, tried child by child -------------
+
+def _with_weight(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A node of weight ``w`` as a per-node problem: the target ``w P`` plus ``1 - w`` on one extra token
+    ``⊥`` that no draft can be (its draft mass is 0), against ``Q``."""
+    if w >= 1.0:
+        return P, Q
+    return np.append(w * P, 1.0 - w), np.append(Q, 0.0)
+
+
+def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
+    """The order in which ``u``'s children are tried: the one that maximises the one-level look-ahead
+    ``sum_j sum_y min((1 - A_before_j) hit_c(y), A_j P_c(y))`` (child ``c = children[j]``, ``hit_c(y)``
+    the probability that ``y`` is among ``c``'s drafts, taken as ``1 - (1 - Q_c(y))^k``), by dynamic
+    programming over the sets of children tried first. Any order that does not look at the subtrees'
+    drafts keeps the walk lossless; this one only decides how much it accepts."""
+    children = tree.children[u]
+    n = len(children)
+    live = [j for j in range(n) if A[j] > 0.0]
+    inner = [j for j in live if tree.children[children[j]]]
+    if len(live) < 2 or not inner:
+        return live
+    N = 1 << n
+    sets = np.arange(N)
+    used = ((sets[:, None] >> np.arange(n)) & 1) @ A
+    rest = np.maximum(1.0 - used, 0.0)
+    gain = np.zeros((N, n))
+    for j in inner:
+        c = children[j]
+        hit = 1.0 - (1.0 - tree.q[c]) ** len(tree.children[c])
+        rows = np.flatnonzero(((sets >> j) & 1) == 0)
+        gain[rows, j] = np.minimum(rest[rows, None] * hit[None, :], A[j] * P[c][None, :]).sum(axis=1)
+    best = np.full(N, -np.inf)
+    best[0] = 0.0
+    last = np.zeros(N, dtype=np.int64)
+    mask = sum(1 << j for j in live)
+    for S in range(N):  # sets in increasing order: every subset of S comes before S
+        if best[S] == -np.inf or S & ~mask:
+            continue
+        for j in live:
+            if not (S >> j) & 1:
+                T = S | (1 << j)
+                value = best[S] + gain[S, j]
+                if value > best[T]:
+                    best[T], last[T] = value, j
+    order, S = [], mask
+    while S:
+        order.append(int(last[S]))
+        S ^= 1 << int(last[S])
+    return order[::-1]
+
+
+class _Tries:
+    """At each node the walk reaches with a weight: the per-node optimal verifier of the weighted node, the
+    children's acceptance probabilities ``A``, the order they are tried in and the residual."""
+
+    def __init__(self, tree: DraftTree, P, sampler: str, cache=None):
+        from ..verifiers import VERIFIERS
+
+        self.tree, self.P, self.sampler, self.cache = tree, P, sampler, cache
+        self.cls = VERIFIERS[_per_node_optimum(sampler)]
+
+    def at(self, u: int, w: float):
+        tree, Pu = self.tree, self.P[u]
+        n = tree.n[u]
+        target, draft = _with_weight(w, Pu, tree.q[u])
+        v = self.cache(target, draft, n) if self.cache is not None else self.cls(target, draft, n, self.sampler)
+        drafts = np.asarray(tree.drafts[u], dtype=np.int64)
+        pick = np.maximum(np.asarray(v.choice(drafts[None, :]), dtype=float)[0], 0.0)
+        pick = pick / pick.sum()
+        t = np.asarray(v.candidate, dtype=float)[: Pu.size]
+        tx = t[drafts]
+        safe = np.where(tx > 0.0, tx, 1.0)
+        A = np.where(tx > 0.0, pick * np.minimum(1.0, w * Pu[drafts] / safe), 0.0)
+        r, rho = _residual(w, Pu, t)
+        return A, _try_order(tree, self.P, u, A), r, rho
+
+
+def _select_traverse(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
+    """Like :func:`_traverse`: sampling (``rng``) returns ``(node, token)`` or None if ``u`` is rejected;
+    exact (``out``) adds the law of the outcomes, times ``weight``, and returns P(``u`` rejected)."""
+    P = tries.P
+    accept = 1.0 if u == 0 else w
+    if tree.children[u] and accept > 0.0:
+        A, order, r, rho = tries.at(u, accept)
+        used, stay = 0.0, 1.0
+        for j in order:
+            a = min(1.0, A[j] / max(1.0 - used, A[j]))
+            used += A[j]
+            c = tree.children[u][j]
+            if out is None:
+                found = _select_traverse(tree, tries, c, a, rng, 1.0, None)
+                if found is not None:
+                    return found
+            else:
+                stay *= _select_traverse(tree, tries, c, a, None, weight * stay, out)
+                if stay <= 0.0:
+                    return 0.0
+        if u > 0:
+            accept = rho / (rho + 1.0 - w) if rho + 1.0 - w > 0.0 else 1.0
+        law = r / rho if rho > 0.0 else P[u]
+    else:
+        law, stay = P[u], 1.0
+    return _node_outcome(tree, u, accept, law, rng, weight * stay, out, stay)
+
+
+def _select_traversal_law(tree, P, sampler, out=None):
+    out = {} if out is None else out
+    _select_traverse(tree, _Tries(tree, P, sampler), 0, 1.0, None, 1.0, out)
+    return out
+
+
+def _select_traversal_sample(tree, P, sampler, rng, cache=None):
+    return _select_traverse(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)
+
+
+_LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law,
+         "select-traversal": _select_traversal_law}
+#: ``(tree, P, sampler, rng, cache)``: select-block and select-traversal use ``cache`` (prepared per-node verifiers).
+_SAMPLES = {"block": _block_sample, "traversal": _traversal_sample, "select-block": _select_block_sample,
+            "select-traversal": _select_traversal_sample}
 
 
 #: Sequence-level verifiers by CLI name.
@@ -390,6 +537,9 @@ SEQUENCE_VERIFIERS: dict[str, SequenceVerifier] = {
                                                "sequence-level weights"),
     "select-block": SequenceVerifier("select-block", "per-node optimal choice of one path (optimal-iid / "
                                                      "optimal-wor), then Block Verification of it"),
+    "select-traversal": SequenceVerifier("select-traversal", "traversal with the per-node optimal verifier "
+                                                             "(optimal-iid / optimal-wor) at every node, children "
+                                                             "tried in a look-ahead order"),
 }
 
 __all__ = ["SEQUENCE_VERIFIERS", "SequenceVerifier"]
