@@ -6,21 +6,24 @@ Two pairs, one decoding step from fixed root contexts, T = 1 (and T = 0.6 for th
   8 root contexts. Everything is exact: every draft tree is enumerated, each
   verifier's expected tokens per step comes from its exact conditional law, and
   the bounds are 1 + sum_d α*_d, the coupling LP and the lossless LP (the best
-  any lossless verifier can do). Generation (the first step, 40 runs per
+  any lossless verifier can do), and on the depth-2 trees the two-level
+  transport rule (``two-level-lp``, mdsd_cli.decode.two_level: a measurement,
+  not a verifier decode runs). Generation (the first step, 40 runs per
   context) is measured too.
 * ``pydoc-ngram`` — the 4-gram / bigram pair (V = 2,380), depth 2, the first
   step from 48 held-out prompts: tau(c) at each (``mdsd decode --expected``'s
-  estimator: exact recursion for per-node verifiers, Monte Carlo for ``block``,
-  ``traversal`` and ``select-block``), its mean with a 95% interval over the prompts, and the
+  estimator: exact recursion for per-node verifiers, Monte Carlo for the
+  sequence-level verifiers), its mean with a 95% interval over the prompts, and the
   gap to 1 + sum_d α*_d paired at each prompt (exact for chains and iid paths;
-  an upper bound for full trees; the LPs do not fit), and ``select-block``
-  minus ``traversal`` and minus the per-node optimum, paired prompt by prompt
+  an upper bound for full trees; the LPs do not fit), and ``select-block`` and
+  ``select-traversal`` minus ``traversal``, minus the per-node optimum and
+  (``select-traversal``) minus ``select-block``, paired prompt by prompt
   (``minus_*`` columns). Generation (16 runs of the first step from each of the
   same prompts) is the check.
 
 Writes ``results/sequence-level/summary.csv`` (one row per dataset, tree, draft
 law, verifier and method) with a manifest, and ``block-efficiency.png``/``.svg``.
-Usage: ``python experiments/sequence_level.py [OUT_DIR]`` (about 6.5 minutes on 2 cores).
+Usage: ``python experiments/sequence_level.py [OUT_DIR]`` (about 9 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from mdsd_cli.decode.bounds import step_bound
 from mdsd_cli.decode.exact import ConditionalLaws, per_node_output_law, tree_law, tree_paths
 from mdsd_cli.decode.metrics import ratio_interval
 from mdsd_cli.decode.sequence import SEQUENCE_VERIFIERS
+from mdsd_cli.decode.two_level import two_level_law
 from mdsd_cli.decode.walk import VerifierCache
 from mdsd_cli.io import build_manifest, write_table
 from mdsd_cli.models import Prompt, load_model_pair
@@ -51,20 +55,25 @@ EXACT_TEMPERATURES = (1.0, 0.6)
 CASES = [
     ("1x2", "iid", ["rrs", "block"]),
     ("1x3", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
-    ("3,1", "iid", ["rrs", "optimal-iid", "traversal", "select-block"]),
-    ("3,1", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal", "two-level-lp"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "two-level-lp"]),
+    ("3,1", "iid", ["rrs", "optimal-iid", "traversal", "select-block", "select-traversal", "two-level-lp"]),
+    ("3,1", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "two-level-lp"]),
     ("paths:2x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 PYDOC_CASES = [
     ("1x2", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block"]),
-    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal"]),
+    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal"]),
     ("paths:4x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 SEQUENCE = set(SEQUENCE_VERIFIERS)
+#: The tree verifiers of issue 29, paired at each prompt with traversal, the per-node optimum and each other.
+OURS = ("select-block", "select-traversal")
+#: Not a verifier `mdsd decode` runs: the two-level transport rule (mdsd_cli.decode.two_level), exact on the
+#: depth-2 synthetic trees only, a measurement of how much a rule that sees only the tree's laws can still add.
+REFERENCE = "two-level-lp"
 #: Held-out prompts whose first step is evaluated on pydoc-ngram (tau(c) at each, paired).
 PYDOC_CONTEXTS = 48
 
@@ -76,12 +85,15 @@ def log(msg: str) -> None:
 def exact_tokens(target, draft, context, name, sampler, verifiers, temperature=T) -> dict[str, float]:
     """Each verifier's exact expected tokens per step at ``context`` (every draft tree enumerated)."""
     P, Q = ConditionalLaws(target, context, temperature), ConditionalLaws(draft, context, temperature)
-    caches = {v: VerifierCache(VERIFIERS[v], sampler) for v in verifiers if v not in SEQUENCE}
+    caches = {v: VerifierCache(VERIFIERS[v], sampler) for v in verifiers if v not in SEQUENCE and v != REFERENCE}
     out = dict.fromkeys(verifiers, 0.0)
+    rules: dict = {}
     for tree, prob in tree_law(parse_tree(name), sampler, Q):
         Ps = list(P.many(tree_paths(tree)))
         for v in verifiers:
-            if v in SEQUENCE:
+            if v == REFERENCE:
+                law = two_level_law(tree, Ps, sampler, rules)
+            elif v in SEQUENCE:
                 law = SEQUENCE_VERIFIERS[v].output_law(tree, Ps, sampler)
             else:
                 law = per_node_output_law(tree, Ps, lambda p, q, n, s, c=caches[v]: c(p, q, n), sampler)
@@ -94,7 +106,7 @@ def generated(target, draft, contexts, cases, repeats) -> pd.DataFrame:
     prompts = [Prompt(i * repeats + r, tuple(c)) for i, c in enumerate(contexts) for r in range(repeats)]
     rows = []
     for name, sampler, verifiers in cases:
-        specs, _ = plan_decode([name], [f"{v}:{sampler}" for v in verifiers], temperatures=[T],
+        specs, _ = plan_decode([name], [f"{v}:{sampler}" for v in verifiers if v != REFERENCE], temperatures=[T],
                                vocab_size=target.vocab_size, baselines=False)
         run = run_decode(target, draft, prompts, specs, max_new_tokens=1, seed=SEED, node_metrics=False,
                          reuse_verifiers=True)
@@ -163,13 +175,14 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
                 "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
                 "gap_half_width": gap_half}
             per_context[spec.verifier] = values
-        # select-block paired with traversal and with the per-node optimum at the same contexts
-        row = case_rows.get("select-block")
+        # ours paired with traversal, the per-node optimum and select-block at the same contexts
         per_node = SEQUENCE_VERIFIERS["select-block"].per_node(sampler)
-        for column, other in (("traversal", "traversal"), ("per_node", per_node)):
-            if row is not None and other in per_context:
-                diff, diff_half = mean_interval(per_context["select-block"] - per_context[other])
-                row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
+        for ours in OURS:
+            row = case_rows.get(ours)
+            for column, other in (("traversal", "traversal"), ("per_node", per_node), ("select_block", "select-block")):
+                if row is not None and other in per_context and other != ours:
+                    diff, diff_half = mean_interval(per_context[ours] - per_context[other])
+                    row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
         rows += case_rows.values()
     return pd.DataFrame(rows)
 
@@ -223,7 +236,8 @@ def plot(df: pd.DataFrame, out: Path) -> None:
     sets = list(dict.fromkeys(df.dataset))
     fig, axes = plt.subplots(1, len(sets), figsize=(6.2 * len(sets), 4.2), squeeze=False)
     colours = {"rrs": "#9ecae1", "kseq": "#6baed6", "optimal-iid": "#2171b5", "rrsw": "#a1d99b", "optimal-wor": "#31a354",
-               "block": "#fd8d3c", "traversal": "#d94801", "select-block": "#7a0177"}
+               "block": "#fd8d3c", "traversal": "#d94801", "select-block": "#7a0177",
+               "select-traversal": "#e7298a", REFERENCE: "#bdbdbd"}
     for ax, name in zip(axes[0], sets):
         d = df[(df.dataset == name) & (df.temperature == T)
                & ((df.method == "exact") if name == "synthetic-v4" else (df.method != "generation"))]

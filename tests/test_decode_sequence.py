@@ -245,6 +245,25 @@ def test_select_traversal_stays_lossless_in_any_order_that_does_not_look_below_t
     assert stream_error(total, P, 3, 2) > 1e-4  # 5e-4 here
 
 
+@pytest.mark.parametrize("rests", [[1.0, 0.4], [1.0, 0.7, 0.7, 0.3, 0.0, 0.55]])
+@pytest.mark.parametrize("k", [1, 3])
+def test_look_ahead_sums_equal_their_definition(rests, k):
+    """select-traversal's order value sum_y min(r hit(y), target(y)), by the binned passes and the direct ones."""
+    from mdsd_cli.decode.sequence import _look_ahead
+
+    rng = np.random.default_rng(k)
+    Q = rng.dirichlet(np.full(3000, 0.3))
+    Q[:5] = 0.0
+    Q /= Q.sum()
+    if k == 3:
+        Q = np.eye(3000)[7]  # a one-hot draft law (T = 0): hit = 1 there, and no warning
+    target = 0.4 * rng.dirichlet(np.full(3000, 0.3))
+    rests = np.array(rests)
+    hit = 1.0 - (1.0 - Q) ** k
+    want = np.minimum(rests[:, None] * hit[None, :], target[None, :]).sum(axis=1)
+    assert np.allclose(_look_ahead(Q, k, target, rests), want, rtol=0, atol=1e-13)
+
+
 def test_walk_stops_at_an_accepted_eos_inside_the_path():
     """A chain EOS -> 0 drafted where target = draft: the walk accepts EOS and stops there (no IndexError)."""
     from mdsd_cli.decode.drafting import DraftTree

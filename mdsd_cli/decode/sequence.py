@@ -417,6 +417,26 @@ def _with_weight(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np
     return np.append(w * P, 1.0 - w), np.append(Q, 0.0)
 
 
+def _look_ahead(Q: np.ndarray, k: int, target: np.ndarray, rests: np.ndarray) -> np.ndarray:
+    """``sum_y min(r hit(y), target(y))`` at each ``r`` in ``rests``, ``hit = 1 - (1 - Q)^k``, in a few passes
+    over the vocabulary: with ``ratio = target / hit`` the sum is ``r hit(ratio > r) + target(ratio <= r)``
+    (for a few ``r``, one pass each is cheaper)."""
+    with np.errstate(divide="ignore"):  # Q = 1 (T = 0): log1p(-1) = -inf, and hit = 1 exactly
+        hit = Q if k == 1 else -np.expm1(k * np.log1p(-np.minimum(Q, 1.0)))
+    if rests.size <= 4:
+        return np.array([float(np.minimum(r * hit, target).sum()) for r in rests])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(hit > 0.0, target / hit, np.inf)
+    cuts = np.unique(rests)
+    bins = np.searchsorted(cuts, ratio, side="left")  # ratio <= cuts[b] for the first b
+    hit_in = np.bincount(bins, weights=hit, minlength=cuts.size + 1)
+    target_in = np.bincount(bins, weights=target, minlength=cuts.size + 1)
+    below = np.cumsum(target_in)[: cuts.size]  # target of the tokens with ratio <= cuts[b]
+    above = hit_in.sum() - np.cumsum(hit_in)[: cuts.size]  # hit of the tokens with ratio > cuts[b]
+    values = cuts * above + below
+    return values[np.searchsorted(cuts, rests)]
+
+
 def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
     """The order in which ``u``'s children are tried: the one that maximises the one-level look-ahead
     ``sum_j sum_y min((1 - A_before_j) hit_c(y), A_j P_c(y))`` (child ``c = children[j]``, ``hit_c(y)``
@@ -435,10 +455,9 @@ def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
     rest = np.maximum(1.0 - used, 0.0)
     gain = np.zeros((N, n))
     for j in inner:
-        c = children[j]
-        hit = 1.0 - (1.0 - tree.q[c]) ** len(tree.children[c])
         rows = np.flatnonzero(((sets >> j) & 1) == 0)
-        gain[rows, j] = np.minimum(rest[rows, None] * hit[None, :], A[j] * P[c][None, :]).sum(axis=1)
+        gain[rows, j] = _look_ahead(tree.q[children[j]], len(tree.children[children[j]]), A[j] * P[children[j]],
+                                    rest[rows])
     best = np.full(N, -np.inf)
     best[0] = 0.0
     last = np.zeros(N, dtype=np.int64)

@@ -46,6 +46,8 @@ integrated exactly (:meth:`Curtain.win_probabilities`).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 #: Chunk sizes (in tokens): the first try, and the largest.
@@ -166,6 +168,14 @@ class Curtain:
         return out
 
 
+@lru_cache(maxsize=64)
+def _gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [-1, 1] (read-only; computed once per ``n``)."""
+    xg, wg = np.polynomial.legendre.leggauss(n)
+    xg.flags.writeable = wg.flags.writeable = False
+    return xg, wg
+
+
 def win_probabilities(laws, n_quad):
     """``P(mark_i is the largest)`` for independent piecewise-uniform marks.
 
@@ -177,7 +187,7 @@ def win_probabilities(laws, n_quad):
     if k == 1:
         return np.ones(1)
     points = sorted({x for law in laws for (a, b, _) in law for x in (a, b)})
-    xg, wg = np.polynomial.legendre.leggauss(max(1, n_quad))
+    xg, wg = _gauss_legendre(max(1, int(n_quad)))
     win = np.zeros(k)
     for lo, hi in zip(points[:-1], points[1:]):
         if hi <= lo:
