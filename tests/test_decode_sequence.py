@@ -264,6 +264,56 @@ def test_look_ahead_sums_equal_their_definition(rests, k):
     assert np.allclose(_look_ahead(Q, k, target, rests), want, rtol=0, atol=1e-13)
 
 
+def test_select_traversal_order_is_the_best_of_every_permutation_and_greedy_for_wide_nodes(monkeypatch):
+    """The dynamic programme finds the order of largest look-ahead value (checked against all 24 orders of
+    four children), and a node with more children than MAX_ORDERED is ordered greedily, still lossless."""
+    import itertools
+
+    from mdsd_cli.decode import sequence
+    from mdsd_cli.decode.drafting import DraftTree
+    from mdsd_cli.decode.sequence import _look_ahead, _try_order
+
+    rng = np.random.default_rng(3)
+    V = 50
+    tree, P = DraftTree(), [rng.dirichlet(np.ones(V))]
+    tree.q[0] = rng.dirichlet(np.ones(V))
+    for _ in range(4):
+        c = tree.add(0, int(rng.integers(V)))
+        P.append(rng.dirichlet(np.full(V, 0.3)))
+        tree.q[c] = rng.dirichlet(np.full(V, 0.3))
+        for _ in range(2):
+            P.append(P[c])
+            tree.add(c, int(rng.integers(V)))
+    A = np.array([0.3, 0.05, 0.25, 0.2])
+
+    def worth(order):
+        used, total = 0.0, 0.0
+        for j in order:
+            c = tree.children[0][j]
+            total += _look_ahead(tree.q[c], 2, A[j] * P[c], np.array([1.0 - used]))[0]
+            used += A[j]
+        return total
+
+    best = max(worth(order) for order in itertools.permutations(range(4)))
+    assert worth(_try_order(tree, P, 0, A)) == pytest.approx(best, abs=1e-14)
+    monkeypatch.setattr(sequence, "MAX_ORDERED", 2)
+    greedy = _try_order(tree, P, 0, A)
+    assert sorted(greedy) == [0, 1, 2, 3] and worth(greedy) <= best + 1e-14
+    target, draft = synthetic_models(3, seed=9, noise=1.5)
+    total, _, Pl = step_law("select-traversal", "3,1", "wor", target, draft, (0, 2), 1.0)
+    assert stream_error(total, Pl, 3, 2) < 1e-12
+
+
+@pytest.mark.parametrize("verifier", ["block", "traversal", "select-block", "select-traversal"])
+def test_weights_of_one_with_a_tiny_residual_keep_each_trees_law_a_law(verifier):
+    """At T = 0.04 a node's weight is 1 and its residual tiny: rho / (rho + (1 - w)) is then exact, where
+    rho / (rho + 1 - w) was off by the rounding of rho + 1 (a tree's law summed to 1 + 4e-10 here; up to
+    1 + 5e-5 on a 2,2,1 tree). step_law checks every tree's law sums to 1 within 1e-12."""
+    target, draft = synthetic_models(3, seed=5, noise=2.0)
+    total, _, P = step_law(verifier, "1x3", "iid", target, draft, (0, 2), 0.04)
+    assert stream_error(total, P, 3, 3) < 1e-12
+
+
 def test_walk_stops_at_an_accepted_eos_inside_the_path():
     """A chain EOS -> 0 drafted where target = draft: the walk accepts EOS and stops there (no IndexError)."""
     from mdsd_cli.decode.drafting import DraftTree
@@ -292,7 +342,7 @@ def exact_two_token_law_with_eos(target, prompt, eos):
 
 
 EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1"),
-              ("select-block", "wor", "2x2")]
+              ("select-block", "wor", "2x2"), ("select-traversal", "wor", "3,1")]
 
 
 @pytest.mark.parametrize("verifier,sampler,name", EOS_COMBOS)

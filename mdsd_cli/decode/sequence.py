@@ -225,7 +225,7 @@ def _path_quantities(tree: DraftTree, nodes: list[int], P, Q) -> tuple[np.ndarra
             h[i], law = w, P[u]
         else:
             r, rho = _residual(w, P[u], Q[u])
-            h[i] = 1.0 if i == 0 else (rho / (rho + 1.0 - w) if rho + 1.0 - w > 0 else 1.0)
+            h[i] = 1.0 if i == 0 else (rho / (rho + (1.0 - w)) if rho + (1.0 - w) > 0 else 1.0)
             law = r / rho if rho > 0 else P[u]
         laws.append(law)
     h[0] = 1.0
@@ -350,6 +350,20 @@ def _per_node_optimum(sampler: str) -> str:
     return "optimal-wor" if sampler == "wor" else "optimal-iid"
 
 
+def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
+    """``P(draft k is picked)`` by the per-node verifier ``v`` for these drafts. Where its exact choice
+    probabilities underflow to nothing (drafts of draft mass ~1e-40 and below), the drafts' candidate masses
+    stand in: such trees have probability below ~1e-20, and the walk must still pick one."""
+    got = np.maximum(np.nan_to_num(np.asarray(v.choice(drafts[None, :]), dtype=float)[0]), 0.0)
+    total = got.sum()
+    if not total > 0.0:
+        got = np.asarray(v.candidate, dtype=float)[drafts] + 0.0
+        total = got.sum()
+        if not total > 0.0:
+            got, total = np.ones(drafts.size), float(drafts.size)
+    return got / total
+
+
 class _Selections:
     """The per-node optimal verifier of every node that needs one (``optimal-iid`` or ``optimal-wor`` for the
     node's own ``(p, q, n)``, built on first use): which child it picks and with which law."""
@@ -370,8 +384,7 @@ class _Selections:
             drafts = np.asarray(tree.drafts[u], dtype=np.int64)
             v = (self.cache(self.P[u], tree.q[u], tree.n[u]) if self.cache is not None
                  else self.cls(self.P[u], tree.q[u], tree.n[u], self.sampler))
-            got = np.maximum(np.asarray(v.choice(drafts[None, :]), dtype=float)[0], 0.0)
-            got = got / got.sum()
+            got = _pick_law(v, drafts)
             self.picks[u] = got
             self.laws[u] = np.asarray(v.candidate, dtype=float)
         return got
@@ -417,6 +430,11 @@ def _with_weight(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np
     return np.append(w * P, 1.0 - w), np.append(Q, 0.0)
 
 
+#: Above this many children that can be accepted, select-traversal orders its tries greedily (the exact order
+#: is a dynamic programme over 2^n sets of children).
+MAX_ORDERED = 10
+
+
 def _look_ahead(Q: np.ndarray, k: int, target: np.ndarray, rests: np.ndarray) -> np.ndarray:
     """``sum_y min(r hit(y), target(y))`` at each ``r`` in ``rests``, ``hit = 1 - (1 - Q)^k``, in a few passes
     over the vocabulary: with ``ratio = target / hit`` the sum is ``r hit(ratio > r) + target(ratio <= r)``
@@ -441,39 +459,51 @@ def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
     """The order in which ``u``'s children are tried: the one that maximises the one-level look-ahead
     ``sum_j sum_y min((1 - A_before_j) hit_c(y), A_j P_c(y))`` (child ``c = children[j]``, ``hit_c(y)``
     the probability that ``y`` is among ``c``'s drafts, taken as ``1 - (1 - Q_c(y))^k``), by dynamic
-    programming over the sets of children tried first. Any order that does not look at the subtrees'
-    drafts keeps the walk lossless; this one only decides how much it accepts."""
+    programming over the sets of children tried first (greedily, one child at a time, above
+    :data:`MAX_ORDERED` children that can be accepted). Any order that does not look at the subtrees' drafts
+    keeps the walk lossless; this one only decides how much it accepts."""
     children = tree.children[u]
-    n = len(children)
-    live = [j for j in range(n) if A[j] > 0.0]
-    inner = [j for j in live if tree.children[children[j]]]
-    if len(live) < 2 or not inner:
+    live = [j for j in range(len(children)) if A[j] > 0.0]
+    if len(live) < 2 or not any(tree.children[children[j]] for j in live):
         return live
-    N = 1 << n
+
+    def value(j, rests):
+        c = children[j]
+        if not tree.children[c]:
+            return np.zeros(len(rests))
+        return _look_ahead(tree.q[c], len(tree.children[c]), A[j] * P[c], np.asarray(rests, dtype=float))
+
+    if len(live) > MAX_ORDERED:  # greedy: the child whose try gains most next, one at a time
+        order, used = [], 0.0
+        left = list(live)
+        while left:
+            gains = [float(value(j, [max(1.0 - used, 0.0)])[0]) for j in left]
+            j = left.pop(int(np.argmax(gains)))
+            order.append(j)
+            used += A[j]
+        return order
+    m = len(live)  # dynamic programming over the sets of live children tried first (bit i: live[i])
+    N = 1 << m
     sets = np.arange(N)
-    used = ((sets[:, None] >> np.arange(n)) & 1) @ A
+    used = ((sets[:, None] >> np.arange(m)) & 1) @ A[live]
     rest = np.maximum(1.0 - used, 0.0)
-    gain = np.zeros((N, n))
-    for j in inner:
-        rows = np.flatnonzero(((sets >> j) & 1) == 0)
-        gain[rows, j] = _look_ahead(tree.q[children[j]], len(tree.children[children[j]]), A[j] * P[children[j]],
-                                    rest[rows])
+    gain = np.zeros((N, m))
+    for i, j in enumerate(live):
+        rows = np.flatnonzero(((sets >> i) & 1) == 0)
+        gain[rows, i] = value(j, rest[rows])
     best = np.full(N, -np.inf)
     best[0] = 0.0
     last = np.zeros(N, dtype=np.int64)
-    mask = sum(1 << j for j in live)
     for S in range(N):  # sets in increasing order: every subset of S comes before S
-        if best[S] == -np.inf or S & ~mask:
-            continue
-        for j in live:
-            if not (S >> j) & 1:
-                T = S | (1 << j)
-                value = best[S] + gain[S, j]
-                if value > best[T]:
-                    best[T], last[T] = value, j
-    order, S = [], mask
+        for i in range(m):
+            if not (S >> i) & 1:
+                T = S | (1 << i)
+                candidate = best[S] + gain[S, i]
+                if candidate > best[T]:
+                    best[T], last[T] = candidate, i
+    order, S = [], N - 1
     while S:
-        order.append(int(last[S]))
+        order.append(live[int(last[S])])
         S ^= 1 << int(last[S])
     return order[::-1]
 
@@ -494,8 +524,7 @@ class _Tries:
         target, draft = _with_weight(w, Pu, tree.q[u])
         v = self.cache(target, draft, n) if self.cache is not None else self.cls(target, draft, n, self.sampler)
         drafts = np.asarray(tree.drafts[u], dtype=np.int64)
-        pick = np.maximum(np.asarray(v.choice(drafts[None, :]), dtype=float)[0], 0.0)
-        pick = pick / pick.sum()
+        pick = _pick_law(v, drafts)
         t = np.asarray(v.candidate, dtype=float)[: Pu.size]
         tx = t[drafts]
         safe = np.where(tx > 0.0, tx, 1.0)
@@ -525,7 +554,7 @@ def _select_traverse(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weig
                 if stay <= 0.0:
                     return 0.0
         if u > 0:
-            accept = rho / (rho + 1.0 - w) if rho + 1.0 - w > 0.0 else 1.0
+            accept = rho / (rho + (1.0 - w)) if rho + (1.0 - w) > 0.0 else 1.0  # 1 - w first: exact at w = 1
         law = r / rho if rho > 0.0 else P[u]
     else:
         law, stay = P[u], 1.0
