@@ -522,7 +522,9 @@ class _Tries:
         tree, Pu = self.tree, self.P[u]
         n = tree.n[u]
         target, draft = _with_weight(w, Pu, tree.q[u])
-        v = self.cache(target, draft, n) if self.cache is not None else self.cls(target, draft, n, self.sampler)
+        # only weight-1 nodes (the root, a child of weight 1) repeat across steps: weighted set-ups would crowd the cache
+        v = (self.cache(target, draft, n) if self.cache is not None and w >= 1.0
+             else self.cls(target, draft, n, self.sampler))
         drafts = np.asarray(tree.drafts[u], dtype=np.int64)
         pick = _pick_law(v, drafts)
         t = np.asarray(v.candidate, dtype=float)[: Pu.size]
