@@ -88,6 +88,13 @@ def test_run_benchmarks_quick_gives_every_figure():
     assert [(r["figure"].split()[2], r["vocab"]) for r in decode] == [
         (v, V) for V in (2380, 3000) for v in ("rrs,", "kseq,", "optimal-iid,")]
     assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
+    trees = [r for r in rows if r["figure"].startswith("tree verifier")]
+    assert [r["figure"].split(",")[0] for r in trees] == [
+        f"tree verifier {v}:{s}" for _ in ("2x4", "4x3") for s in ("iid", "wor") for v in ("select-block",
+                                                                                           "select-traversal")]
+    for r in trees:  # against traversal's time per step, measured in the same run
+        assert r["baseline"] == "traversal per step" and r["baseline_s"] > 0
+        assert r["ratio"] == pytest.approx(r["median_s"] / r["baseline_s"])
     optimal = [r for r in rows if r["figure"].startswith("optimal")]
     assert [(r["figure"].split(" per pair")[0], r["n"]) for r in optimal] == [
         ("optimal-iid", 2), ("optimal-iid", 4), ("optimal-iid", 8), *[("optimal-wor", n) for n in (2, 4, 8)

@@ -14,7 +14,8 @@ Baseline: one ``numpy.argsort`` of a length-V vector, timed in the same run.
 Targets (issue "mdsd decode"): per tree node at most 3x the argsort for
 ``rrs`` and ``kseq``; for ``optimal-iid`` the per-pair target of "Optimal
 verifiers at decoding speed" (set-up + one step <= 5x the argsort) per verified
-node. The median over steps is reported, with the range.
+node. The median over steps is reported, with the range. The same figure times the sequence-level tree
+verifiers (``select-block``, ``select-traversal``) per step against ``traversal`` (:func:`tree_verifier_rows`).
 
 The module also holds the figures ``expected`` (the cost of tau(c), :func:`expected_rows`) and
 ``device`` (verification with torch, :func:`device_rows`), described with their functions.
@@ -79,6 +80,44 @@ def decode_overhead_rows(config) -> list[dict]:
                 ratio, target_text, passed = stats[0] / base[0], "<= 3x per tree node", stats[0] <= 3 * base[0]
             rows.append(bench_row(f"decode overhead {verifier}, 4x3 tree", 4, V, visits, stats, "numpy.argsort",
                                   base, target=target_text, ratio=ratio, passed=passed, note=note))
+    return rows + tree_verifier_rows(config)
+
+
+def tree_verifier_rows(config) -> list[dict]:
+    """The sequence-level tree verifiers' cost per step against ``traversal``'s, the baseline timed in the same
+    run (issue "optimal tree verifier": within 5x): the synthetic pair at ``decode_vocab`` (V = 2,380 by
+    default, ``pydoc-ngram``'s size), ``2x4`` and ``4x3`` trees, iid and wor drafts, T = 1; the verification
+    time per step (tempering the target's rows on the walk, every set-up, the coins and the bonus token;
+    models and drafting excluded), median over the steps."""
+    from ..decode import plan_decode, run_decode
+    from ..models.synthetic import synthetic_models, synthetic_prompts
+
+    V = config.decode_vocab
+    target, draft = synthetic_models(V, seed=config.seed)
+    prompts = synthetic_prompts(config.decode_prompts, V, seed=config.seed)
+    rows = []
+    for tree in ("2x4", "4x3"):
+        for sampler in ("iid", "wor"):
+            per_step, tau = {}, {}
+            for verifier in ("traversal", "select-block", "select-traversal"):
+                specs, _ = plan_decode([tree], [f"{verifier}:{sampler}"], temperatures=[1.0], vocab_size=V,
+                                       baselines=False)
+                run = run_decode(target, draft, prompts, specs, max_new_tokens=config.decode_tokens,
+                                 seed=config.seed, node_metrics=False)
+                steps = np.concatenate([r.steps for r in run.runs])
+                per_step[verifier] = steps[:, S["verify_seconds"]]
+                tau[verifier] = float(steps[:, S["tokens"]].mean())
+            seconds = per_step["traversal"]
+            base = (statistics.median(seconds), float(seconds.min()), float(seconds.max()))
+            for verifier in ("select-block", "select-traversal"):
+                each = per_step[verifier]
+                stats = (statistics.median(each), float(each.min()), float(each.max()))
+                ratio = stats[0] / base[0]
+                note = (f"{each.size} steps, tau {tau[verifier]:.2f} (traversal {tau['traversal']:.2f}; one short "
+                        "run, not a comparison of tau); models and drafting excluded")
+                rows.append(bench_row(f"tree verifier {verifier}:{sampler}, {tree} tree, per step", 0, V, each.size,
+                                      stats, "traversal per step", base, target="<= 5x traversal", ratio=ratio,
+                                      passed=ratio <= 5, note=note))
     return rows
 
 
@@ -139,7 +178,7 @@ def expected_rows(config) -> list[dict]:
     return rows
 
 
-__all__ = ["decode_overhead_rows", "device_rows", "expected_rows"]
+__all__ = ["decode_overhead_rows", "device_rows", "expected_rows", "tree_verifier_rows"]
 
 
 def device_rows(config) -> list[dict]:
