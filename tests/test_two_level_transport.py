@@ -50,3 +50,14 @@ def test_two_level_transport_is_lossless_and_takes_most_of_what_select_traversal
     assert value["rule"] - value["select-traversal"] >= 0.4 * (best - value["select-traversal"]) - 1e-9
     if sampler == "wor":  # ... and all of it on the wor trees of this model
         assert value["rule"] == pytest.approx(best, abs=1e-7)
+
+
+def test_two_level_transport_refuses_other_trees_with_the_reason():
+    from mdsd_cli.errors import InputError
+
+    target, draft = synthetic_models(3, seed=9, noise=1.5)
+    P, Q = ConditionalLaws(target, (0, 2), 1.0), ConditionalLaws(draft, (0, 2), 1.0)
+    for name in ("2,1,2", "2x1"):
+        tree, _ = tree_law(parse_tree(name), "iid", Q)[0]
+        with pytest.raises(InputError, match="depth-2 trees"):
+            two_level_law(tree, list(P.many(tree_paths(tree))), "iid")

@@ -115,7 +115,8 @@ def tree_verifier_rows(config) -> list[dict]:
                 ratio = stats[0] / base[0]
                 note = (f"{each.size} steps, tau {tau[verifier]:.2f} (traversal {tau['traversal']:.2f}; one short "
                         "run, not a comparison of tau); models and drafting excluded")
-                rows.append(bench_row(f"tree verifier {verifier}:{sampler}, {tree} tree, per step", 0, V, each.size,
+                width = int(tree.split("x")[0])
+                rows.append(bench_row(f"tree verifier {verifier}:{sampler}, {tree} tree, per step", width, V, each.size,
                                       stats, "traversal per step", base, target="<= 5x traversal", ratio=ratio,
                                       passed=ratio <= 5, note=note))
     return rows

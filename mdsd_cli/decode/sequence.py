@@ -350,6 +350,14 @@ def _per_node_optimum(sampler: str) -> str:
     return "optimal-wor" if sampler == "wor" else "optimal-iid"
 
 
+def _node_verifier(walk, p: np.ndarray, q: np.ndarray, n: int, *, reuse: bool):
+    """The per-node optimal verifier of ``(p, q, n)`` for a walk holding ``cls``, ``sampler`` and ``cache``: from
+    the cache (a :class:`~.walk.VerifierCache`) where ``reuse`` and there is one, else set up afresh."""
+    if reuse and walk.cache is not None:
+        return walk.cache(p, q, n)
+    return walk.cls(p, q, n, walk.sampler)
+
+
 def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
     """``P(draft k is picked)`` by the per-node verifier ``v`` for these drafts. Where its exact choice
     probabilities underflow to nothing (drafts of draft mass ~1e-40 and below), the drafts' candidate masses
@@ -382,8 +390,7 @@ class _Selections:
         if got is None:
             tree = self.tree
             drafts = np.asarray(tree.drafts[u], dtype=np.int64)
-            v = (self.cache(self.P[u], tree.q[u], tree.n[u]) if self.cache is not None
-                 else self.cls(self.P[u], tree.q[u], tree.n[u], self.sampler))
+            v = _node_verifier(self, self.P[u], tree.q[u], tree.n[u], reuse=True)
             got = _pick_law(v, drafts)
             self.picks[u] = got
             self.laws[u] = np.asarray(v.candidate, dtype=float)
@@ -523,8 +530,7 @@ class _Tries:
         n = tree.n[u]
         target, draft = _with_weight(w, Pu, tree.q[u])
         # only weight-1 nodes (the root, a child of weight 1) repeat across steps: weighted set-ups would crowd the cache
-        v = (self.cache(target, draft, n) if self.cache is not None and w >= 1.0
-             else self.cls(target, draft, n, self.sampler))
+        v = _node_verifier(self, target, draft, n, reuse=w >= 1.0)
         drafts = np.asarray(tree.drafts[u], dtype=np.int64)
         pick = _pick_law(v, drafts)
         t = np.asarray(v.candidate, dtype=float)[: Pu.size]

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from ..errors import SizeLimitError
+from ..errors import InputError, SizeLimitError
 from ..samplers import get_sampler
 from .drafting import DraftTree
 from .sequence import _emit, _Tries
@@ -74,6 +74,10 @@ def two_level_law(tree: DraftTree, P, sampler: str, rules: dict | None = None, k
     memoised in ``rules`` under ``(key, root drafts)`` (``key``: the context and temperature)."""
     rules = {} if rules is None else rules
     kids = tree.children[0]
+    widths = {len(tree.children[c]) for c in kids}
+    if not kids or len(widths) != 1 or 0 in widths or any(tree.children[g] for c in kids for g in tree.children[c]):
+        raise InputError("two-level transport runs on depth-2 trees whose root's children all have the same "
+                         "number of drafts (e.g. 2x2, 3,1)")
     drafts = tuple(tree.tokens[c] for c in kids)
     tries = _Tries(tree, P, sampler)
     A, _, r, rho = tries.at(0, 1.0)
