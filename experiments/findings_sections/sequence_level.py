@@ -52,7 +52,8 @@ def _sequence_reading(exact: pd.DataFrame) -> str:
                     "drawn tree (looking at the whole tree) and verifying it alone by block verification loses "
                     "nothing (docs/sequence.md). `select-block` chooses without looking below the node; "
                     "`select-traversal` looks below by trying the per-node optimal verifier's acceptances child by "
-                    "child, a rejected subtree handing its turn to the next")
+                    "child, a rejected subtree handing its turn to the next and the children's own acceptances "
+                    "waiting until every sibling's subtree has had its try")
     return "; ".join(says) + "."
 
 

@@ -47,26 +47,30 @@ from the root to it may still be accepted.
     one-level tree, and never below the latter (docs/sequence.md).
 
 ``select-traversal`` — ours, any static tree with iid or wor children: traversal
-    with the per-node optimal verifier in place of RRS at every node. A node ``u``
-    of weight ``w`` sets up ``optimal-iid`` / ``optimal-wor`` for the target
-    ``w P_u`` plus ``1 - w`` on one extra token no draft can be (``⊥``), against
-    ``Q_u``: for the drawn drafts, child ``j`` is accepted with probability
-    ``A_j = pick_j min(1, w P_u(x_j) / t(x_j))`` (``t`` its candidate law). The
-    children are then tried one by one: child ``j`` gets the weight
-    ``A_j / (1 - A of the children tried before it)`` and its subtree is walked
-    the same way; the first subtree that accepts ends the step. If every child
-    is rejected, ``u`` is accepted with probability ``rho / (rho + 1 - w)``
-    (the root: always) and one token is drawn from ``max(w P_u - t, 0) / rho``.
-    Averaged over its subtree, a child of weight ``a`` is accepted with
-    probability ``a`` and is then followed by the target's law, whatever the
-    subtree looks like, so the node behaves like its per-node optimal verifier
-    while a child whose subtree is rejected hands its turn to the next one
-    (a look-ahead no per-node choice has). The order of the tries may use
-    anything but the subtrees' drafts: children are tried in the order that
-    maximises a one-level look-ahead (``sum_y min((1 - A_before) hit_c(y),
-    A_j P_c(y))``, ``hit_c`` the probability that ``y`` is among ``c``'s
-    drafts). Block Verification on a chain, the per-node optimal verifier on a
-    one-level tree (docs/sequence.md).
+    with the per-node optimal verifier in place of RRS at every node, and every
+    child's own acceptance deferred until all its siblings' subtrees have had
+    their try. A node ``u`` of weight ``w`` sets up ``optimal-iid`` /
+    ``optimal-wor`` for the target ``w P_u`` plus ``1 - w`` on one extra token no
+    draft can be (``⊥``), against ``Q_u``: for the drawn drafts, child ``j`` must
+    be accepted with probability ``A_j = pick_j min(1, w P_u(x_j) / t(x_j))``
+    (``t`` the candidate law), averaged over what lies below it. Phase 1, the
+    deep tries: the children are taken one by one; child ``j`` is reached with
+    probability ``R_j = 1 - D_before`` (``D`` the expected deep acceptances of
+    the children tried before, independent of ``j``'s subtree) and walks its
+    subtree with the weight ``b_j = A_j / R_j``; the first acceptance below a
+    child ends the step. Phase 2: child ``j`` itself is accepted with
+    probability ``R_j rho_j / (1 - D)`` (``rho_j`` the mass of its residual
+    ``r_j = max(b_j P_c - t_c, 0)``), then one token from ``r_j / rho_j``; at the
+    root, what is left draws from the root's residual ``max(P - t, 0)``. Given
+    ``u``'s drafts, child ``j`` and then ``z`` are appended with probability
+    exactly ``A_j P_c(z)`` (deep ``R_j min(b_j P_c, t_c)(z)`` plus own
+    ``R_j r_j(z)``), and the target follows, whatever the subtrees look like, so
+    the node behaves like its per-node optimal verifier while its children's
+    subtrees compete for the deep acceptances. The order of the tries may use
+    anything but the subtrees' drafts: it maximises a one-level look-ahead of
+    the deep acceptances (``sum_y min(R_j hit_c(y), A_j P_c(y))``, ``hit_c(y)`` the
+    probability that ``y`` is among ``c``'s drafts). Block Verification on a chain,
+    the per-node optimal verifier on a one-level tree (docs/sequence.md).
 
 All are lossless: the step's tokens, continued by the target, follow the
 target's law (``tests/test_decode_sequence.py`` checks it exactly on every
@@ -463,12 +467,14 @@ def _look_ahead(Q: np.ndarray, k: int, target: np.ndarray, rests: np.ndarray) ->
 
 
 def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
-    """The order in which ``u``'s children are tried: the one that maximises the one-level look-ahead
-    ``sum_j sum_y min((1 - A_before_j) hit_c(y), A_j P_c(y))`` (child ``c = children[j]``, ``hit_c(y)``
-    the probability that ``y`` is among ``c``'s drafts, taken as ``1 - (1 - Q_c(y))^k``), by dynamic
-    programming over the sets of children tried first (greedily, one child at a time, above
-    :data:`MAX_ORDERED` children that can be accepted). Any order that does not look at the subtrees' drafts
-    keeps the walk lossless; this one only decides how much it accepts."""
+    """The order in which ``u``'s children get their deep tries: the one that maximises the one-level look-ahead
+    ``sum_j g_j(R_j)``, ``g_j(R) = sum_y min(R hit_c(y), A_j P_c(y))`` (child ``c = children[j]``, ``hit_c(y)`` the
+    probability that ``y`` is among ``c``'s drafts, taken as ``1 - (1 - Q_c(y))^k``) and ``R_j = 1 - sum`` of the
+    ``g`` of the children tried before (a proxy for the probability that the walk reaches ``j``), by dynamic
+    programming over the sets of children tried first (greedily, one child at a time, above :data:`MAX_ORDERED`
+    children that can be accepted). The programme is exact where every ``g`` has slope at most 1 (children with one
+    draft), a heuristic otherwise. Any order that does not look at the subtrees' drafts keeps the walk lossless;
+    this one only decides how much it accepts."""
     children = tree.children[u]
     live = [j for j in range(len(children)) if A[j] > 0.0]
     if len(live) < 2 or not any(tree.children[children[j]] for j in live):
@@ -481,33 +487,29 @@ def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
         return _look_ahead(tree.q[c], len(tree.children[c]), A[j] * P[c], np.asarray(rests, dtype=float))
 
     if len(live) > MAX_ORDERED:  # greedy: the child whose try gains most next, one at a time
-        order, used = [], 0.0
+        order, deep = [], 0.0
         left = list(live)
         while left:
-            gains = [float(value(j, [max(1.0 - used, 0.0)])[0]) for j in left]
-            j = left.pop(int(np.argmax(gains)))
-            order.append(j)
-            used += A[j]
+            gains = [float(value(j, [max(1.0 - deep, 0.0)])[0]) for j in left]
+            k = int(np.argmax(gains))
+            order.append(left.pop(k))
+            deep += gains[k]
         return order
     m = len(live)  # dynamic programming over the sets of live children tried first (bit i: live[i])
     N = 1 << m
     sets = np.arange(N)
-    used = ((sets[:, None] >> np.arange(m)) & 1) @ A[live]
-    rest = np.maximum(1.0 - used, 0.0)
-    gain = np.zeros((N, m))
-    for i, j in enumerate(live):
-        rows = np.flatnonzero(((sets >> i) & 1) == 0)
-        gain[rows, i] = value(j, rest[rows])
+    size = ((sets[:, None] >> np.arange(m)) & 1).sum(axis=1)
     best = np.full(N, -np.inf)
     best[0] = 0.0
     last = np.zeros(N, dtype=np.int64)
-    for S in range(N):  # sets in increasing order: every subset of S comes before S
-        for i in range(m):
-            if not (S >> i) & 1:
-                T = S | (1 << i)
-                candidate = best[S] + gain[S, i]
-                if candidate > best[T]:
-                    best[T], last[T] = candidate, i
+    for layer in range(m):  # every set of one size is final before the sets one larger
+        S = np.flatnonzero(size == layer)
+        for i, j in enumerate(live):
+            rows = S[((S >> i) & 1) == 0]
+            T = rows | (1 << i)
+            candidate = best[rows] + value(j, np.maximum(1.0 - best[rows], 0.0))
+            better = candidate > best[T]
+            best[T[better]], last[T[better]] = candidate[better], i
     order, S = [], N - 1
     while S:
         order.append(live[int(last[S])])
@@ -517,7 +519,7 @@ def _try_order(tree: DraftTree, P, u: int, A: np.ndarray) -> list[int]:
 
 class _Tries:
     """At each node the walk reaches with a weight: the per-node optimal verifier of the weighted node, the
-    children's acceptance probabilities ``A``, the order they are tried in and the residual."""
+    children's acceptance probabilities ``A``, the order of their deep tries and the residual."""
 
     def __init__(self, tree: DraftTree, P, sampler: str, cache=None):
         from ..verifiers import VERIFIERS
@@ -541,42 +543,78 @@ class _Tries:
         return A, _try_order(tree, self.P, u, A), r, rho
 
 
+def _path_to(tree: DraftTree, u: int) -> tuple[int, ...]:
+    path = []
+    while u > 0:
+        path.append(tree.tokens[u])
+        u = tree.parents[u]
+    return tuple(path[::-1])
+
+
 def _select_traverse(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
-    """Like :func:`_traverse`: sampling (``rng``) returns ``(node, token)`` or None if ``u`` is rejected;
-    exact (``out``) adds the law of the outcomes, times ``weight``, and returns P(``u`` rejected)."""
+    """Walk below ``u`` (weight ``w``, which has children): phase 1, the children's deep tries in order; phase 2,
+    one child's own acceptance; at the root, its residual. ``u``'s own acceptance is its parent's phase 2.
+
+    Returns ``(result, r, rho)``, ``r = max(w P_u - t, 0)`` and ``rho`` its mass (what the parent needs for ``u``'s
+    own acceptance). Sampling (``rng``): ``result`` is ``(node, token)``, or None if nothing below ``u`` was
+    accepted; exact (``out``): the law of the outcomes below ``u``, times ``weight``, is added to ``out`` and
+    ``result`` is the probability that nothing below ``u`` is accepted, given this tree."""
     P = tries.P
-    accept = 1.0 if u == 0 else w
-    if tree.children[u] and accept > 0.0:
-        A, order, r, rho = tries.at(u, accept)
-        used, stay = 0.0, 1.0
-        for j in order:
-            a = min(1.0, A[j] / max(1.0 - used, A[j]))
-            used += A[j]
-            c = tree.children[u][j]
+    A, order, r, rho = tries.at(u, w)
+    used, stay = 0.0, 1.0  # used: P(a deep try before this one accepted), averaged over the subtrees
+    own = []  # (child, its own acceptance law times its mass) for phase 2
+    for j in order:
+        c = tree.children[u][j]
+        reach = max(1.0 - used, A[j])  # >= A_j exactly (used <= the A of the children before); guards rounding
+        if tree.children[c]:
+            b = min(1.0, A[j] / reach)
+            found, rc, rhoc = _select_traverse(tree, tries, c, b, rng, weight * stay, out)
             if out is None:
-                found = _select_traverse(tree, tries, c, a, rng, 1.0, None)
                 if found is not None:
-                    return found
+                    return found, r, rho
             else:
-                stay *= _select_traverse(tree, tries, c, a, None, weight * stay, out)
+                stay *= found
                 if stay <= 0.0:
-                    return 0.0
-        if u > 0:
-            accept = rho / (rho + (1.0 - w)) if rho + (1.0 - w) > 0.0 else 1.0  # 1 - w first: exact at w = 1
-        law = r / rho if rho > 0.0 else P[u]
-    else:
-        law, stay = P[u], 1.0
-    return _node_outcome(tree, u, accept, law, rng, weight * stay, out, stay)
+                    return 0.0, r, rho
+            used += max(A[j] - reach * rhoc, 0.0)  # reach * (b - rho_c): deep acceptance, averaged below c
+            own.append((c, reach * rc))  # A_j P_c minus the deep law reach * min(b P_c, t_c)
+        else:
+            own.append((c, A[j] * P[c]))
+    rest = max(1.0 - used, 0.0)  # P(phase 2 is reached), averaged over the subtrees
+    masses = np.array([float(law.sum()) for _, law in own])
+    share = masses / rest if rest > 0.0 else np.zeros(len(own))
+    if out is None:
+        k = int(np.searchsorted(np.cumsum(share), rng.random(), side="right"))
+        if k < len(own):
+            c, law = own[k]
+            return (c, int(sample_from_law(law, 1, rng)[0])), r, rho
+        if u == 0:
+            return (0, int(sample_from_law(r if rho > 0.0 else P[0], 1, rng)[0])), r, rho
+        return None, r, rho
+    for (c, law), s in zip(own, share):
+        if s > 0.0:
+            _emit(out, _path_to(tree, c), weight * stay * s, law / law.sum())
+    if u == 0:
+        root = max(1.0 - float(share.sum()), 0.0)
+        if root > 0.0:
+            _emit(out, (), weight * stay * root, r / rho if rho > 0.0 else P[0])
+        return 0.0, r, rho
+    return stay * max(1.0 - float(share.sum()), 0.0), r, rho
 
 
 def _select_traversal_law(tree, P, sampler, out=None):
     out = {} if out is None else out
+    if not tree.children[0]:
+        _emit(out, (), 1.0, P[0])
+        return out
     _select_traverse(tree, _Tries(tree, P, sampler), 0, 1.0, None, 1.0, out)
     return out
 
 
 def _select_traversal_sample(tree, P, sampler, rng, cache=None):
-    return _select_traverse(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)
+    if not tree.children[0]:
+        return 0, int(sample_from_law(P[0], 1, rng)[0])
+    return _select_traverse(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)[0]
 
 
 _LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law,
