@@ -18,6 +18,9 @@ import numpy as np
 
 from ..samplers.laws import ratio_order
 
+#: Draws of one batch with more distinct ``C`` than this go along the ratio order (:meth:`ResidualFamily.sample`).
+BY_ID_MAX = 16
+
 
 class ResidualFamily:
     """``G(C)`` and the residual laws ``(p - C q)_+ / G(C)`` for one pair."""
@@ -63,13 +66,40 @@ class ResidualFamily:
     def sample(self, C: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One draw from ``(p - C_m q)_+`` normalised, for every entry ``C_m`` of ``C``.
 
-        Inverse CDF along the ratio order, where the cumulative residual
-        ``p_in[j] - C q_in[j]`` is increasing up to ``above(C)``: a vectorised
-        binary search, ``O(log V)`` per draw.
+        Inverse CDF along the token ids (``O(V)`` per distinct ``C``), not along the
+        ratio order: tokens whose ratios ``p/q`` are equal in exact arithmetic come out
+        an ulp apart in either direction depending on the processor's ``exp``/``log``
+        (AVX-512 or not), and an order built from them would send one uniform to
+        different tokens on different machines. Along the ids a token moves only if
+        the uniform falls within rounding of a boundary. A decoding step has one ``C``;
+        a batch with more than :data:`BY_ID_MAX` distinct values (a Monte Carlo check
+        of ``rrsw``) is drawn along the ratio order instead, ``O(log V)`` per draw:
+        as exact, and the same on every machine but for near-tied ratios.
         """
         C = np.asarray(C, dtype=self.dtype)
+        u = rng.random(C.shape)
+        values, inverse = np.unique(C.ravel(), return_inverse=True)
+        if values.size > BY_ID_MAX:
+            return self._along_ratio_order(C, u)
+        flat_u = u.ravel()
+        out = np.empty(flat_u.shape, dtype=np.int64)
+        # in the family's precision (longdouble for rrsw: p - C q cancels), then summed in float64
+        r = np.maximum(self.p[None, :] - values[:, None] * self.q[None, :], 0.0).astype(np.float64, copy=False)
+        empty = ~(r > 0).any(axis=1)  # no residual mass (G(C) = 0): the residual is p itself
+        r[empty] = self.p
+        cdf = np.cumsum(r, axis=1)
+        last = r.shape[1] - 1 - np.argmax(r[:, ::-1] > 0, axis=1)  # never a token of residual 0
+        for w in range(values.size):
+            rows = np.flatnonzero(inverse == w)
+            picked = np.searchsorted(cdf[w], flat_u[rows] * cdf[w, -1], side="right")
+            out[rows] = np.minimum(picked, last[w])
+        return out.reshape(C.shape)
+
+    def _along_ratio_order(self, C: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """:meth:`sample` for many distinct ``C``: inverse CDF along the ratio order, where the cumulative
+        residual ``p_in[j] - C q_in[j]`` is increasing up to ``above(C)``; a vectorised binary search."""
         hi = self.above(C)  # residual support is order[:hi]
-        target = rng.random(C.shape) * (self.p_in[hi] - C * self.q_in[hi])
+        target = u * (self.p_in[hi] - C * self.q_in[hi])
         lo = np.zeros_like(hi)
         # smallest j in [1, hi] with cumulative(j) > target
         hi_search = hi.copy()
