@@ -15,10 +15,10 @@ Two pairs, one decoding step from fixed root contexts, T = 1 (and T = 0.6 for th
   estimator: exact recursion for per-node verifiers, Monte Carlo for the
   sequence-level verifiers), its mean with a 95% interval over the prompts, and the
   gap to 1 + sum_d α*_d paired at each prompt (exact for chains and iid paths;
-  an upper bound for full trees; the LPs do not fit), and ``select-block`` and
-  ``select-traversal`` minus ``traversal``, minus the per-node optimum and
-  (``select-traversal``) minus ``select-block``, paired prompt by prompt
-  (``minus_*`` columns). Generation (16 runs of the first step from each of the
+  an upper bound for full trees; the LPs do not fit), and ``select-block``,
+  ``select-traversal`` and ``select-race`` minus ``traversal``, minus the per-node
+  optimum, minus ``select-block`` and (``select-race``) minus ``select-traversal``,
+  paired prompt by prompt (``minus_*`` columns). Generation (16 runs of the first step from each of the
   same prompts) is the check.
 
 Writes ``results/sequence-level/summary.csv`` (one row per dataset, tree, draft
@@ -55,22 +55,26 @@ EXACT_TEMPERATURES = (1.0, 0.6)
 CASES = [
     ("1x2", "iid", ["rrs", "block"]),
     ("1x3", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal", "two-level-lp"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "two-level-lp"]),
-    ("3,1", "iid", ["rrs", "optimal-iid", "traversal", "select-block", "select-traversal", "two-level-lp"]),
-    ("3,1", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "two-level-lp"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal", "select-race",
+                    "two-level-lp"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "select-race",
+                    "two-level-lp"]),
+    ("3,1", "iid", ["rrs", "optimal-iid", "traversal", "select-block", "select-traversal", "select-race",
+                    "two-level-lp"]),
+    ("3,1", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "select-race",
+                    "two-level-lp"]),
     ("paths:2x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 PYDOC_CASES = [
     ("1x2", "iid", ["rrs", "block"]),
-    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal"]),
-    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal"]),
-    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal"]),
+    ("2x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal", "select-race"]),
+    ("2x2", "wor", ["rrsw", "optimal-wor", "traversal", "select-block", "select-traversal", "select-race"]),
+    ("4x2", "iid", ["rrs", "kseq", "optimal-iid", "traversal", "select-block", "select-traversal", "select-race"]),
     ("paths:4x2", "iid", ["rrs", "kseq", "optimal-iid"]),
 ]
 SEQUENCE = set(SEQUENCE_VERIFIERS)
 #: The tree verifiers of issue 29, paired at each prompt with traversal, the per-node optimum and each other.
-OURS = ("select-block", "select-traversal")
+OURS = ("select-block", "select-traversal", "select-race")
 #: Not a verifier `mdsd decode` runs: the two-level transport rule (mdsd_cli.decode.two_level), exact on the
 #: depth-2 synthetic trees only, a measurement of how much a rule that sees only the tree's laws can still add.
 REFERENCE = "two-level-lp"
@@ -175,11 +179,12 @@ def expected_at(target, draft, contexts, cases, bounds: pd.DataFrame) -> pd.Data
                 "block_efficiency_high": tau + half, "steps": len(ctx), "gap_to_sequence_bound": gap,
                 "gap_half_width": gap_half}
             per_context[spec.verifier] = values
-        # ours paired with traversal, the per-node optimum and select-block at the same contexts
+        # ours paired with traversal, the per-node optimum, select-block and select-traversal at the same contexts
         per_node = SEQUENCE_VERIFIERS["select-block"].per_node(sampler)
         for ours in OURS:
             row = case_rows.get(ours)
-            for column, other in (("traversal", "traversal"), ("per_node", per_node), ("select_block", "select-block")):
+            for column, other in (("traversal", "traversal"), ("per_node", per_node), ("select_block", "select-block"),
+                                  ("select_traversal", "select-traversal")):
                 if row is not None and other in per_context and other != ours:
                     diff, diff_half = mean_interval(per_context[ours] - per_context[other])
                     row[f"minus_{column}"], row[f"minus_{column}_half"] = diff, diff_half
@@ -237,7 +242,7 @@ def plot(df: pd.DataFrame, out: Path) -> None:
     fig, axes = plt.subplots(1, len(sets), figsize=(6.2 * len(sets), 4.2), squeeze=False)
     colours = {"rrs": "#9ecae1", "kseq": "#6baed6", "optimal-iid": "#2171b5", "rrsw": "#a1d99b", "optimal-wor": "#31a354",
                "block": "#fd8d3c", "traversal": "#d94801", "select-block": "#7a0177",
-               "select-traversal": "#e7298a", REFERENCE: "#bdbdbd"}
+               "select-traversal": "#e7298a", "select-race": "#49006a", REFERENCE: "#bdbdbd"}
     for ax, name in zip(axes[0], sets):
         d = df[(df.dataset == name) & (df.temperature == T)
                & ((df.method == "exact") if name == "synthetic-v4" else (df.method != "generation"))]

@@ -113,7 +113,7 @@ def test_select_block_and_select_traversal_greedy_temperature_on_pydoc_ngram(nam
     pair = load_model_pair("pydoc-ngram")
     prompts = pair.prompts(3)
     specs, _ = plan_decode([name], ["select-block:iid", "select-block:wor", "select-traversal:iid",
-                                    "select-traversal:wor"], temperatures=[0.0],
+                                    "select-traversal:wor", "select-race:iid", "select-race:wor"], temperatures=[0.0],
                            vocab_size=pair.vocab_size, baselines=False)
     run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=12, seed=3, reuse_verifiers=True)
     for r in run.runs:

@@ -56,9 +56,9 @@ def test_greedy_temperature_on_the_device_path_is_the_targets_greedy_decoding(ve
     assert sum(r.steps.shape[0] for r in run.runs) < 30  # and it did speculate
 
 
-@pytest.mark.parametrize("verifier", ["select-block", "select-traversal"])
+@pytest.mark.parametrize("verifier", ["select-block", "select-traversal", "select-race"])
 def test_select_verifiers_on_the_device_path_are_verified_on_the_host_and_greedy_at_t0(verifier):
-    """select-block and select-traversal have no device form: with --verify-on device their rows come to the
+    """select-block, select-traversal and select-race have no device form: with --verify-on device their rows come to the
     host (T = 0 is still the target's greedy decoding; select-block's two-token law is in DEVICE_LAW_CASES)."""
     target, draft = synthetic_models(12, seed=5, noise=1.0)
     prompts = [Prompt(i, tuple(np.random.default_rng(i).integers(0, 12, size=3))) for i in range(3)]

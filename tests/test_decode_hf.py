@@ -319,7 +319,7 @@ def test_select_block_and_select_traversal_at_t0_are_the_targets_greedy_decoding
     """The sequence-level tree verifiers on the Llama pair (iid and wor drafts, a 2x2 and a 3,1 tree)."""
     pair = pairs["llama"]
     prompts = [Prompt(i, tuple(pair.target.encode(text))) for i, text in enumerate(PROMPTS[:2])]
-    specs = [spec for v in ("select-block", "select-traversal") for s, name in (("iid", "2x2"), ("wor", "3,1"))
+    specs = [spec for v in ("select-block", "select-traversal", "select-race") for s, name in (("iid", "2x2"), ("wor", "3,1"))
              for spec in hf_specs(v, s, name, 0.0, pair.vocab_size)]
     run = run_decode(pair.target, pair.draft, prompts, specs, max_new_tokens=10, seed=0, node_metrics=False)
     for r in run.runs:
@@ -335,7 +335,8 @@ LAW_PROMPT = (2, 5, 7)
 LAW_CASES = [("nss", "iid", "2x1", "tree"), ("rrs", "iid", "2x2", "tree"), ("kseq", "iid", "paths:3x2", "tree"),
              ("optimal-iid", "iid", "sparse", "tree"), ("otm", "iid", "2x2", "paths"), ("rrsw", "wor", "3,1", "tree"),
              ("optimal-wor", "wor", "2x1", "paths"), ("greedy", "greedy", "2x2", "paths"), ("hub", "hub", "2x2", "tree"),
-             ("select-block", "wor", "2x2", "tree"), ("select-traversal", "iid", "3,1", "tree")]
+             ("select-block", "wor", "2x2", "tree"), ("select-traversal", "iid", "3,1", "tree"),
+             ("select-race", "wor", "2,1,2", "tree")]
 LAW_CHECKS = len(LAW_CASES) + 1
 
 

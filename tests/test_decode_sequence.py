@@ -1,4 +1,5 @@
-"""Sequence-level verifiers (`block`, `traversal`, `select-block`, `select-traversal`) and the sequence-level bounds.
+"""Sequence-level verifiers (`block`, `traversal`, `select-block`, `select-traversal`, `select-race`) and the
+sequence-level bounds.
 
 Losslessness is checked as for the per-node verifiers (tests/test_decode.py):
 exactly, on every draft tree of a tiny model (the law of a step's tokens,
@@ -60,7 +61,10 @@ EXACT = [("block", "1x2", "iid"), ("block", "1x3", "iid"), ("traversal", "1x3", 
          ("select-block", "2x2", "wor"), ("select-block", "2,1,2", "wor"), ("select-block", "sparse", "iid"),
          ("select-block", "3,1", "iid"), ("select-block", "3,1", "wor"), ("select-traversal", "1x3", "iid"),
          ("select-traversal", "2x2", "iid"), ("select-traversal", "2x2", "wor"), ("select-traversal", "2,1,2", "wor"),
-         ("select-traversal", "sparse", "iid"), ("select-traversal", "3,1", "iid"), ("select-traversal", "3,1", "wor")]
+         ("select-traversal", "sparse", "iid"), ("select-traversal", "3,1", "iid"), ("select-traversal", "3,1", "wor"),
+         ("select-race", "1x3", "iid"), ("select-race", "2x2", "iid"), ("select-race", "2x2", "wor"),
+         ("select-race", "2,1,2", "wor"), ("select-race", "2,1,2", "iid"), ("select-race", "sparse", "iid"),
+         ("select-race", "sparse", "wor"), ("select-race", "3,1", "iid"), ("select-race", "3,1", "wor")]
 
 
 @pytest.mark.parametrize("verifier,name,sampler", EXACT)
@@ -121,7 +125,8 @@ def test_exact_check_catches_lossy_variants(monkeypatch):
 
 SEQ_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "2x2"),
               ("traversal", "iid", "sparse"), ("traversal", "wor", "3,1"), ("select-block", "iid", "2x2"),
-              ("select-block", "wor", "2,1,2"), ("select-traversal", "iid", "2x2"), ("select-traversal", "wor", "3,1")]
+              ("select-block", "wor", "2,1,2"), ("select-traversal", "iid", "2x2"), ("select-traversal", "wor", "3,1"),
+              ("select-race", "wor", "2x2"), ("select-race", "iid", "2,1,2")]
 
 
 def specs_for(verifier, sampler, name, temperature=1.0, V=4):
@@ -197,9 +202,10 @@ def test_select_block_is_block_on_chains_per_node_optimal_on_one_level_and_never
                                           ("2x2", "iid"), ("2x2", "wor"), ("2,1,2", "wor"), ("sparse", "iid"),
                                           ("3,1", "iid"), ("3,1", "wor")])
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
+@pytest.mark.parametrize("ours", ["select-traversal", "select-race"])
 def test_select_traversal_is_block_on_chains_per_node_optimal_on_one_level_and_ahead_of_both(name, sampler,
-                                                                                              temperature):
-    """select-traversal = Block Verification on a chain and the per-node optimal verifier on a one-level tree
+                                                                                              temperature, ours):
+    """select-traversal and select-race = Block Verification on a chain and the per-node optimal verifier on a one-level tree
     (law for law, tree by tree); on the tiny model it accepts at least as much as traversal and select-block
     on every tree, and clearly more on the branching ones."""
     from mdsd_cli.decode.exact import per_node_output_law
@@ -207,21 +213,21 @@ def test_select_traversal_is_block_on_chains_per_node_optimal_on_one_level_and_a
 
     target, draft = synthetic_models(3, seed=9, noise=1.5)
     P, Q = ConditionalLaws(target, (0, 2), temperature), ConditionalLaws(draft, (0, 2), temperature)
-    per_node = SEQUENCE_VERIFIERS["select-traversal"].per_node(sampler)
+    per_node = SEQUENCE_VERIFIERS[ours].per_node(sampler)
     tree_shape = shape(name)
     if tree_shape.depth == 1 or name.startswith("1x"):
         for tree, _ in tree_law(tree_shape, sampler, Q):
             Ps = list(P.many(tree_paths(tree)))
-            got = SEQUENCE_VERIFIERS["select-traversal"].output_law(tree, Ps, sampler)
+            got = SEQUENCE_VERIFIERS[ours].output_law(tree, Ps, sampler)
             want = (SEQUENCE_VERIFIERS["block"].output_law(tree, Ps, sampler) if name.startswith("1x")
                     else per_node_output_law(tree, Ps, VERIFIERS[per_node], sampler))
             assert max(abs(got.get(k, 0.0) - want.get(k, 0.0)) for k in set(got) | set(want)) < 1e-12
-    ours = _accepted("select-traversal", name, sampler, target, draft, (0, 2), temperature)
+    value = _accepted(ours, name, sampler, target, draft, (0, 2), temperature)
     for other in ("traversal", "select-block"):
         theirs = _accepted(other, name, sampler, target, draft, (0, 2), temperature)
-        assert ours >= theirs - 1e-12, other
+        assert value >= theirs - 1e-12, other
         if tree_shape.depth > 1 and not name.startswith("1x"):
-            assert ours > theirs + 5e-3, other
+            assert value > theirs + 5e-3, other
 
 
 def test_select_traversal_stays_lossless_in_any_order_that_does_not_look_below_the_node(monkeypatch):
@@ -283,6 +289,47 @@ def test_select_traversal_defers_the_childrens_own_acceptances_on_depth_two_tree
     assert closed >= interleaved - 1e-12  # never below the children's own acceptances right after their subtree
     if (name, sampler) != ("2x2", "wor"):  # and ahead here (equal on 2x2 wor at V = 3)
         assert closed > interleaved + 1e-4
+
+
+@pytest.mark.parametrize("K, V, seed", [(2, 4, 0), (3, 3, 1), (2, 5, 2)])
+def test_race_tables_are_the_enumerated_race(K, V, seed):
+    """select-race's table at one node against the race itself, enumerated: every child j picks z with law
+    t_j (independently), the picked pairs are tried in rank order, each succeeds with probability beta_j(z),
+    the first success wins. P(pair (j, z) wins) must be the table's f_j(z) <= caps_j(z), P(nobody wins) =
+    1 - sum f; and the compiled pass must equal its plain version."""
+    import itertools
+
+    from mdsd_cli.decode.sequence import _race_pass, race_tables
+
+    rng = np.random.default_rng(seed)
+    cands = rng.dirichlet(np.ones(V), size=K)
+    cands[0, 1] = 0.0  # a token child 0 never offers
+    cands[0] /= cands[0].sum()
+    caps = 0.6 * rng.dirichlet(np.ones(V), size=K)
+    caps[1, 2] = 0.0  # a token child 1 may not win
+    caps[0, -1], caps[1, -1] = 0.25 * cands[0, -1], 0.25 * cands[1, -1]  # equal ratios caps / t (exactly): a tie
+    rank, beta, f = race_tables(caps, cands)
+    assert (f <= caps + 1e-15).all() and (beta >= 0).all() and (beta <= 1).all()
+    assert (rank[(cands == 0) | (caps == 0)] == -1).all()
+    binding = np.isclose(f, caps, rtol=0, atol=1e-15)
+    assert ((beta == 1.0) | binding | (rank < 0)).all()  # every pair takes all it may: its cap, or beta = 1
+    wins, nobody = np.zeros((K, V)), 0.0
+    for combo in itertools.product(range(V), repeat=K):
+        prob = float(np.prod([cands[j, z] for j, z in enumerate(combo)]))
+        tried = sorted((rank[j, z], j, z) for j, z in enumerate(combo) if rank[j, z] >= 0)
+        for _, j, z in tried:
+            wins[j, z] += prob * beta[j, z]
+            prob *= 1.0 - beta[j, z]
+        nobody += prob
+    assert np.allclose(wins, f, rtol=0, atol=1e-14)
+    assert nobody == pytest.approx(1.0 - f.sum(), abs=1e-14)
+    plain = getattr(_race_pass, "py_func", _race_pass)
+    js, zs = np.nonzero(rank >= 0)
+    order = np.argsort(rank[js, zs])
+    b2, f2 = np.zeros((K, V)), np.zeros((K, V))
+    plain(js[order], zs[order], caps, cands, b2, f2)
+    assert np.allclose(b2, beta, rtol=0, atol=1e-15) and np.allclose(f2, f, rtol=0, atol=1e-15)
+    assert rank[0, -1] < rank[1, -1]  # the tie goes to the smaller child
 
 
 @pytest.mark.parametrize("rests", [[1.0, 0.4], [1.0, 0.7, 0.7, 0.3, 0.0, 0.55]])
@@ -347,7 +394,7 @@ def test_select_traversal_order_is_the_best_of_every_permutation_and_greedy_for_
     assert stream_error(total, Pl, 3, 2) < 1e-12
 
 
-@pytest.mark.parametrize("verifier", ["block", "traversal", "select-block", "select-traversal"])
+@pytest.mark.parametrize("verifier", ["block", "traversal", "select-block", "select-traversal", "select-race"])
 def test_weights_of_one_with_a_tiny_residual_keep_each_trees_law_a_law(verifier):
     """At T = 0.04 a node's weight is 1 and its residual tiny: rho / (rho + (1 - w)) is then exact, where
     rho / (rho + 1 - w) was off by the rounding of rho + 1 (a tree's law summed to 1 + 4e-10 here; up to
@@ -385,7 +432,7 @@ def exact_two_token_law_with_eos(target, prompt, eos):
 
 
 EOS_COMBOS = [("block", "iid", "1x3"), ("traversal", "iid", "2x2"), ("traversal", "wor", "3,1"),
-              ("select-block", "wor", "2x2"), ("select-traversal", "wor", "3,1")]
+              ("select-block", "wor", "2x2"), ("select-traversal", "wor", "3,1"), ("select-race", "iid", "2x2")]
 
 
 @pytest.mark.parametrize("verifier,sampler,name", EOS_COMBOS)
@@ -500,14 +547,14 @@ def test_bounds_are_ordered_and_no_verifier_exceeds_the_lossless_optimum(name, s
     coupling = coupling_lp(sets, probs, p_seq.sum(axis=D))
     best = lossless_lp(sets, probs, p_seq)
     assert total >= coupling - 1e-7 and coupling >= best - 1e-7
-    verifiers = ["traversal", "select-block", "select-traversal"] if not name.startswith("paths") else []
+    verifiers = ["traversal", "select-block", "select-traversal", "select-race"] if not name.startswith("paths") else []
     verifiers += ["rrs", "kseq", "optimal-iid"] if sampler == "iid" else ["rrsw"]
     for verifier in verifiers:
         accepted = _accepted(verifier, name, sampler, target, draft, (0, 2), 1.0)
         assert accepted <= best + 1e-7, (verifier, accepted, best)
         if name.startswith("1x"):  # on a chain, block verification is the optimum over all lossless verifiers
             assert (accepted == pytest.approx(best, abs=1e-6)) == (verifier in ("traversal", "select-block",
-                                                                                "select-traversal"))
+                                                                                "select-traversal", "select-race"))
 
 
 def test_the_coupling_lp_is_not_reachable_the_papers_example():
@@ -622,7 +669,7 @@ def test_peaked_lossless_lp_is_verified_by_the_last_fallback_and_bounds_every_ve
 
     target, draft = synthetic_models(4, seed=9, noise=1.5)
     _, _, coupling, lossless = step_bound(target, draft, (0, 0), parse_tree("2x2"), "iid", 0.6)
-    for verifier in ("select-block", "traversal", "select-traversal"):
+    for verifier in ("select-block", "traversal", "select-traversal", "select-race"):
         accepted = step_law(verifier, "2x2", "iid", target, draft, (0, 0), 0.6)[1]
         assert accepted <= lossless + 1e-9 <= coupling + 2e-9, verifier
     monkeypatch.setattr(lp, "CERTIFIED_SOLVERS", lp.CERTIFIED_SOLVERS[:2])

@@ -15,7 +15,7 @@ Targets (issue "mdsd decode"): per tree node at most 3x the argsort for
 ``rrs`` and ``kseq``; for ``optimal-iid`` the per-pair target of "Optimal
 verifiers at decoding speed" (set-up + one step <= 5x the argsort) per verified
 node. The median over steps is reported, with the range. The same figure times the sequence-level tree
-verifiers (``select-block``, ``select-traversal``) per step against ``traversal`` (:func:`tree_verifier_rows`).
+verifiers (``select-block``, ``select-traversal``, ``select-race``) per step against ``traversal`` (:func:`tree_verifier_rows`).
 
 The module also holds the figures ``expected`` (the cost of tau(c), :func:`expected_rows`) and
 ``device`` (verification with torch, :func:`device_rows`), described with their functions.
@@ -99,7 +99,7 @@ def tree_verifier_rows(config) -> list[dict]:
     for tree in ("2x4", "4x3"):
         for sampler in ("iid", "wor"):
             per_step, tau = {}, {}
-            for verifier in ("traversal", "select-block", "select-traversal"):
+            for verifier in ("traversal", "select-block", "select-traversal", "select-race"):
                 specs, _ = plan_decode([tree], [f"{verifier}:{sampler}"], temperatures=[1.0], vocab_size=V,
                                        baselines=False)
                 run = run_decode(target, draft, prompts, specs, max_new_tokens=config.decode_tokens,
@@ -109,7 +109,7 @@ def tree_verifier_rows(config) -> list[dict]:
                 tau[verifier] = float(steps[:, S["tokens"]].mean())
             seconds = per_step["traversal"]
             base = (statistics.median(seconds), float(seconds.min()), float(seconds.max()))
-            for verifier in ("select-block", "select-traversal"):
+            for verifier in ("select-block", "select-traversal", "select-race"):
                 each = per_step[verifier]
                 stats = (statistics.median(each), float(each.min()), float(each.max()))
                 ratio = stats[0] / base[0]

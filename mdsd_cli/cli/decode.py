@@ -127,7 +127,7 @@ def decode(
                                              "verifier's own)", rich_help_panel=DECODE_PANEL),
     verifier: list[str] | None = typer.Option(None, "--verifier", help="Verifier(s): per node nss, rrs, rrsw, kseq, "
                                               "hub, greedy, otm, optimal-iid, optimal-wor, topk; sequence-level block "
-                                              "(chains), traversal, select-block and select-traversal (static trees, iid or "
+                                              "(chains), traversal, select-block, select-traversal and select-race (static trees, iid or "
                                               "wor); "
                                               "NAME:SAMPLER pins "
                                               "the draft law (nss:wor). Repeat for several. (default: rrs)",

@@ -72,6 +72,22 @@ from the root to it may still be accepted.
     probability that ``y`` is among ``c``'s drafts). Block Verification on a chain,
     the per-node optimal verifier on a one-level tree (docs/sequence.md).
 
+``select-race`` — ours, any static tree with iid or wor children: the shares
+    ``A_j`` of ``select-traversal``, but the children's subtrees race instead of
+    taking turns. Every child ``c_j`` with children brings its per-node optimal
+    verifier at weight 1 (candidate law ``t_j``, choice rule). The pairs ``(j, z)``
+    are ranked by decreasing ``A_j P_j(z) / t_j(z)`` from the laws alone, and one
+    pass in that order (:func:`race_tables`) sets ``beta_j(z) = min(1, A_j P_j(z) /
+    (t_j(z) reach))`` with ``reach`` the chance that no other child has won yet.
+    Phase 1: each child picks one of its drafts by its choice rule; the picked
+    pairs are tried in rank order, a pair by walking the picked draft's subtree
+    with weight ``beta`` and then the draft itself with ``rho / (rho + 1 -
+    beta)``; the first acceptance ends the step. The pair ``(j, z)`` wins with
+    probability ``f_j(z) = t_j(z) beta_j(z) reach <= A_j P_j(z)``. Phase 2: child
+    ``j`` itself with its own law ``A_j P_j - f_j``, and the root's residual, as in
+    ``select-traversal``. Block Verification on a chain, the per-node optimal
+    verifier on a one-level tree (docs/sequence.md).
+
 All are lossless: the step's tokens, continued by the target, follow the
 target's law (``tests/test_decode_sequence.py`` checks it exactly on every
 enumerable tree of a tiny model, and in generation).
@@ -79,14 +95,17 @@ enumerable tree of a tiny model, and in generation).
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._jit import kernel
 from ..errors import InputError
 from ..verifiers.base import sample_from_law
 from .drafting import DraftTree
+from .exact import _path as _path_to
 from .laws import tempered
 from .trees import TreeShape
 from .walk import Visit, WalkResult
@@ -152,9 +171,9 @@ class SequenceVerifier:
 
     def per_node(self, sampler: str) -> str | None:
         """The per-node verifier this one builds at the nodes it visits (``select-block``,
-        ``select-traversal``), else None: a
+        ``select-traversal``, ``select-race``), else None: a
         :class:`~.walk.VerifierCache` of it may be passed to :meth:`walk`."""
-        return _per_node_optimum(sampler) if self.name in ("select-block", "select-traversal") else None
+        return _per_node_optimum(sampler) if self.name in ("select-block", "select-traversal", "select-race") else None
 
     def walk(self, tree: DraftTree, target_logits: np.ndarray, temperature: float, sampler: str,
              rng: np.random.Generator, *, eos_token_id: int | None = None, cache=None) -> WalkResult:
@@ -527,7 +546,7 @@ class _Tries:
         self.tree, self.P, self.sampler, self.cache = tree, P, sampler, cache
         self.cls = VERIFIERS[_per_node_optimum(sampler)]
 
-    def at(self, u: int, w: float):
+    def at(self, u: int, w: float, order: bool = True):
         tree, Pu = self.tree, self.P[u]
         n = tree.n[u]
         target, draft = _with_weight(w, Pu, tree.q[u])
@@ -540,15 +559,7 @@ class _Tries:
         safe = np.where(tx > 0.0, tx, 1.0)
         A = np.where(tx > 0.0, pick * np.minimum(1.0, w * Pu[drafts] / safe), 0.0)
         r, rho = _residual(w, Pu, t)
-        return A, _try_order(tree, self.P, u, A), r, rho
-
-
-def _path_to(tree: DraftTree, u: int) -> tuple[int, ...]:
-    path = []
-    while u > 0:
-        path.append(tree.tokens[u])
-        u = tree.parents[u]
-    return tuple(path[::-1])
+        return A, (_try_order(tree, self.P, u, A) if order else None), r, rho
 
 
 def _select_traverse(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
@@ -580,18 +591,27 @@ def _select_traverse(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weig
             own.append((c, reach * rc))  # A_j P_c minus the deep law reach * min(b P_c, t_c)
         else:
             own.append((c, A[j] * P[c]))
+    return _own_acceptances(tree, u, [c for c, _ in own], [law for _, law in own], used, r, rho, P, rng, weight,
+                            stay, out)
+
+
+def _own_acceptances(tree: DraftTree, u: int, kids: list, own: list, used: float, r, rho, P, rng, weight: float,
+                     stay: float, out):
+    """Phase 2 below ``u``: child ``kids[i]`` itself is accepted with probability ``own[i].sum() / (1 - used)``
+    (``used``: P(phase 1 accepted), averaged over the subtrees), then one token from ``own[i]``; at the root the
+    rest draws from its residual ``r / rho``. Returns like :func:`_select_traverse` (phase 1 found nothing,
+    reached with probability ``stay`` in exact mode)."""
     rest = max(1.0 - used, 0.0)  # P(phase 2 is reached), averaged over the subtrees
-    masses = np.array([float(law.sum()) for _, law in own])
+    masses = np.array([float(law.sum()) for law in own])
     share = masses / rest if rest > 0.0 else np.zeros(len(own))
     if out is None:
         k = int(np.searchsorted(np.cumsum(share), rng.random(), side="right"))
         if k < len(own):
-            c, law = own[k]
-            return (c, int(sample_from_law(law, 1, rng)[0])), r, rho
+            return (kids[k], int(sample_from_law(own[k], 1, rng)[0])), r, rho
         if u == 0:
             return (0, int(sample_from_law(r if rho > 0.0 else P[0], 1, rng)[0])), r, rho
         return None, r, rho
-    for (c, law), s in zip(own, share):
+    for c, law, s in zip(kids, own, share):
         if s > 0.0:
             _emit(out, _path_to(tree, c), weight * stay * s, law / law.sum())
     if u == 0:
@@ -617,11 +637,136 @@ def _select_traversal_sample(tree, P, sampler, rng, cache=None):
     return _select_traverse(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)[0]
 
 
+
+# --- select-race: the children's candidates race by their cap-to-candidate ratio ---------------------------
+
+@kernel
+def _race_pass(js, zs, caps, cands, beta, deep):  # pragma: no cover - compiled (the plain version is tested)
+    """The race's one pass over the (child, token) pairs ``(js[p], zs[p])`` in order: ``beta`` and ``deep``
+    (``f``), filled in place; ``S_j`` is the probability that child ``j`` has not won yet."""
+    K = caps.shape[0]
+    S = np.ones(K)
+    for p in range(js.size):
+        j, z = js[p], zs[p]
+        reach = 1.0
+        for i in range(K):
+            if i != j:
+                reach *= max(S[i], 0.0)
+        if reach <= 0.0:
+            continue
+        t = cands[j, z]
+        b = min(1.0, caps[j, z] / (t * reach))
+        beta[j, z] = b
+        deep[j, z] = t * b * reach
+        S[j] -= t * b
+
+
+def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The race of ``select-race`` at one node: ``caps[j] = A_j P_j`` and ``cands[j] = t_j`` (child ``j``'s
+    candidate law), both ``[K, V]``. The pairs ``(j, z)`` with ``t_j(z) caps_j(z) > 0`` are ranked by decreasing
+    ``caps_j(z) / t_j(z)`` (ties: smaller ``j``, then smaller ``z``); in that order, with ``S_j = 1`` at first,
+    ``reach = prod_{i != j} S_i``, ``beta_j(z) = min(1, caps_j(z) / (t_j(z) reach))``,
+    ``f_j(z) = t_j(z) beta_j(z) reach`` and ``S_j -= t_j(z) beta_j(z)``. Returns ``(rank, beta, f)`` (rank -1:
+    not in the race); ``f <= caps`` by construction."""
+    K, V = caps.shape
+    live = (cands > 0.0) & (caps > 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(live, caps / np.where(live, cands, 1.0), 0.0)
+    js, zs = np.nonzero(live)  # row-major: j, then z
+    order = np.argsort(-ratio[js, zs], kind="stable")
+    js, zs = js[order].astype(np.int64), zs[order].astype(np.int64)
+    beta, deep = np.zeros((K, V)), np.zeros((K, V))
+    _race_pass(js, zs, np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float), beta, deep)
+    rank = np.full((K, V), -1, dtype=np.int64)
+    rank[js, zs] = np.arange(js.size)
+    return rank, beta, deep
+
+
+def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
+    """Below ``u`` (weight ``w``, with children), ``select-race``: phase 1, the race of the children's candidates
+    (each inner child's per-node optimal verifier at weight 1 picks one of its drafts; the tried one walks its
+    subtree with weight ``beta``); phase 2, one child's own acceptance; at the root, its residual. Returns like
+    :func:`_select_traverse`."""
+    P = tries.P
+    A, _, r, rho = tries.at(u, w, order=False)
+    kids = tree.children[u]
+    inner = [j for j, c in enumerate(kids) if tree.children[c] and A[j] > 0.0]
+    own = [A[j] * P[c] for j, c in enumerate(kids)]
+    stay, used = 1.0, 0.0
+    if inner:
+        picks, cands = [], []
+        for j in inner:
+            c = kids[j]
+            v = _node_verifier(tries, P[c], tree.q[c], tree.n[c], reuse=True)
+            picks.append(_pick_law(v, np.asarray(tree.drafts[c], dtype=np.int64)))
+            cands.append(np.asarray(v.candidate, dtype=float)[: P[c].size])
+        caps = np.stack([own[j] for j in inner])
+        rank, beta, deep = race_tables(caps, np.stack(cands))
+        for i, j in enumerate(inner):
+            own[j] = np.maximum(own[j] - deep[i], 0.0)
+        used = float(deep.sum())
+        if out is None:
+            tried = []
+            for i, j in enumerate(inner):
+                g = tree.children[kids[j]][int(sample_from_law(picks[i], 1, rng)[0])]
+                z = tree.tokens[g]
+                if rank[i, z] >= 0:
+                    tried.append((rank[i, z], g, float(beta[i, z])))
+            for _, g, b in sorted(tried):
+                found = _race_full(tree, tries, g, b, rng, 1.0, None)
+                if found is not None:
+                    return found, r, rho
+        else:
+            stay = 0.0
+            for combo in itertools.product(*[np.flatnonzero(pk > 0.0) for pk in picks]):
+                prob = float(np.prod([picks[i][k] for i, k in enumerate(combo)]))
+                tried = []
+                for i, (j, k) in enumerate(zip(inner, combo)):
+                    g = tree.children[kids[j]][int(k)]
+                    if rank[i, tree.tokens[g]] >= 0:
+                        tried.append((rank[i, tree.tokens[g]], g, float(beta[i, tree.tokens[g]])))
+                for _, g, b in sorted(tried):
+                    prob *= _race_full(tree, tries, g, b, None, weight * prob, out)
+                    if prob <= 0.0:
+                        break
+                stay += prob
+    return _own_acceptances(tree, u, kids, own, used, r, rho, P, rng, weight, stay, out)
+
+
+def _race_full(tree: DraftTree, tries: _Tries, g: int, a: float, rng, weight: float, out):
+    """Node ``g`` tried with weight ``a``: the race below it, then ``g`` itself with probability
+    ``rho / (rho + 1 - a)`` (a leaf: ``a``). Sampling: ``(node, token)`` or None; exact: P(``g`` rejected)."""
+    if not tree.children[g] or a <= 0.0:
+        return _node_outcome(tree, g, a, tries.P[g], rng, weight, out, 1.0)
+    found, r, rho = _race_walk(tree, tries, g, a, rng, weight, out)
+    if out is None and found is not None:
+        return found
+    stay = 1.0 if out is None else found
+    accept = rho / (rho + (1.0 - a)) if rho + (1.0 - a) > 0.0 else 1.0  # 1 - a first: exact at a = 1
+    return _node_outcome(tree, g, accept, r / rho if rho > 0.0 else tries.P[g], rng, weight * stay, out, stay)
+
+
+def _select_race_law(tree, P, sampler, out=None):
+    out = {} if out is None else out
+    if not tree.children[0]:
+        _emit(out, (), 1.0, P[0])
+        return out
+    _race_walk(tree, _Tries(tree, P, sampler), 0, 1.0, None, 1.0, out)
+    return out
+
+
+def _select_race_sample(tree, P, sampler, rng, cache=None):
+    if not tree.children[0]:
+        return 0, int(sample_from_law(P[0], 1, rng)[0])
+    return _race_walk(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)[0]
+
+
 _LAWS = {"block": _block_law, "traversal": _traversal_law, "select-block": _select_block_law,
-         "select-traversal": _select_traversal_law}
-#: ``(tree, P, sampler, rng, cache)``: select-block and select-traversal use ``cache`` (prepared per-node verifiers).
+         "select-traversal": _select_traversal_law, "select-race": _select_race_law}
+#: ``(tree, P, sampler, rng, cache)``: select-block, select-traversal and select-race use ``cache`` (prepared per-node
+#: verifiers).
 _SAMPLES = {"block": _block_sample, "traversal": _traversal_sample, "select-block": _select_block_sample,
-            "select-traversal": _select_traversal_sample}
+            "select-traversal": _select_traversal_sample, "select-race": _select_race_sample}
 
 
 #: Sequence-level verifiers by CLI name.
@@ -634,6 +779,9 @@ SEQUENCE_VERIFIERS: dict[str, SequenceVerifier] = {
     "select-traversal": SequenceVerifier("select-traversal", "traversal with the per-node optimal verifier "
                                                              "(optimal-iid / optimal-wor) at every node, children "
                                                              "tried in a look-ahead order"),
+    "select-race": SequenceVerifier("select-race", "the per-node optimal verifier at every node; the children's "
+                                                   "candidates race for the deep acceptances by their "
+                                                   "cap-to-candidate ratio, then the children themselves"),
 }
 
 __all__ = ["SEQUENCE_VERIFIERS", "SequenceVerifier"]
