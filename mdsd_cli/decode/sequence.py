@@ -545,8 +545,25 @@ class _Tries:
 
         self.tree, self.P, self.sampler, self.cache = tree, P, sampler, cache
         self.cls = VERIFIERS[_per_node_optimum(sampler)]
+        # what a node at a weight gives is a function of the tree's laws and drafts: an exact law (select-race's,
+        # which enumerates the children's picks) asks for the same (node, weight) many times
+        self._memo: dict = {}
 
     def at(self, u: int, w: float, order: bool = True):
+        key = (u, w, order)
+        if key not in self._memo:
+            self._memo[key] = self._at(u, w, order)
+        return self._memo[key]
+
+    def unit(self, c: int):
+        """Node ``c``'s per-node optimal verifier at weight 1 and its pick law for ``c``'s drafts (memoised)."""
+        key = ("unit", c)
+        if key not in self._memo:
+            v = _node_verifier(self, self.P[c], self.tree.q[c], self.tree.n[c], reuse=True)
+            self._memo[key] = (v, _pick_law(v, np.asarray(self.tree.drafts[c], dtype=np.int64)))
+        return self._memo[key]
+
+    def _at(self, u: int, w: float, order: bool):
         tree, Pu = self.tree, self.P[u]
         n = tree.n[u]
         target, draft = _with_weight(w, Pu, tree.q[u])
@@ -682,29 +699,44 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     return rank, beta, deep
 
 
+def _race_prep(tree: DraftTree, tries: _Tries, u: int, w: float):
+    """What :func:`_race_walk` needs at ``u`` (weight ``w``), a function of the tree's laws and drafts (memoised:
+    the exact law asks again for every combination of picks): the residual ``r, rho``, the racing children
+    ``inner`` with their pick laws, the race table ``rank, beta`` (rows in ``inner``'s order), every child's own
+    law ``A_j P_j - f_j`` and ``used = sum f``."""
+    key = ("race", u, w)
+    if key in tries._memo:
+        return tries._memo[key]
+    P = tries.P
+    A, _, r, rho = tries.at(u, w, order=False)
+    kids = tree.children[u]
+    inner = [j for j, c in enumerate(kids) if tree.children[c] and A[j] > 0.0]
+    own = [A[j] * P[c] for j, c in enumerate(kids)]
+    picks, rank, beta, used = [], None, None, 0.0
+    if inner:
+        cands = []
+        for j in inner:
+            v, pick = tries.unit(kids[j])
+            picks.append(pick)
+            cands.append(np.asarray(v.candidate, dtype=float)[: P[kids[j]].size])
+        rank, beta, deep = race_tables(np.stack([own[j] for j in inner]), np.stack(cands))
+        for i, j in enumerate(inner):
+            own[j] = np.maximum(own[j] - deep[i], 0.0)
+        used = float(deep.sum())
+    tries._memo[key] = (r, rho, inner, picks, rank, beta, own, used)
+    return tries._memo[key]
+
+
 def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
     """Below ``u`` (weight ``w``, with children), ``select-race``: phase 1, the race of the children's candidates
     (each inner child's per-node optimal verifier at weight 1 picks one of its drafts; the tried one walks its
     subtree with weight ``beta``); phase 2, one child's own acceptance; at the root, its residual. Returns like
     :func:`_select_traverse`."""
     P = tries.P
-    A, _, r, rho = tries.at(u, w, order=False)
     kids = tree.children[u]
-    inner = [j for j, c in enumerate(kids) if tree.children[c] and A[j] > 0.0]
-    own = [A[j] * P[c] for j, c in enumerate(kids)]
-    stay, used = 1.0, 0.0
+    r, rho, inner, picks, rank, beta, own, used = _race_prep(tree, tries, u, w)
+    stay = 1.0
     if inner:
-        picks, cands = [], []
-        for j in inner:
-            c = kids[j]
-            v = _node_verifier(tries, P[c], tree.q[c], tree.n[c], reuse=True)
-            picks.append(_pick_law(v, np.asarray(tree.drafts[c], dtype=np.int64)))
-            cands.append(np.asarray(v.candidate, dtype=float)[: P[c].size])
-        caps = np.stack([own[j] for j in inner])
-        rank, beta, deep = race_tables(caps, np.stack(cands))
-        for i, j in enumerate(inner):
-            own[j] = np.maximum(own[j] - deep[i], 0.0)
-        used = float(deep.sum())
         if out is None:
             tried = []
             for i, j in enumerate(inner):
