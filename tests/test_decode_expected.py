@@ -360,6 +360,39 @@ def test_cli_expected_refuses_bad_input_in_one_line(tmp_path, args, fragment):
     assert not (tmp_path / "o.csv").exists()
 
 
+def test_a_side_without_a_sampler_is_compared_law_by_law():
+    """``select-race,traversal`` with both laws run: one pair per law (the sides were ambiguous and refused, after
+    the whole run); a side pinned to a law, or a verifier of one law, pairs with that law only."""
+    from mdsd_cli.decode.expected import Comparison, comparison_pairs
+    from mdsd_cli.errors import InputError
+
+    specs, _ = plan_decode(["2x2"], ["traversal", "traversal:wor", "select-race", "select-race:wor", "optimal-wor"],
+                           temperatures=[1.0], vocab_size=50, baselines=False)
+    label = lambda pairs: sorted((specs[a].label, specs[b].label) for _, a, b in pairs)  # noqa: E731
+    assert label(comparison_pairs(specs, Comparison("select-race", "traversal"))) == sorted(
+        [(specs[2].label, specs[0].label), (specs[3].label, specs[1].label)])
+    assert label(comparison_pairs(specs, Comparison("select-race", "optimal-wor"))) == [(specs[3].label,
+                                                                                         specs[4].label)]
+    assert label(comparison_pairs(specs, Comparison("select-race:iid", "traversal"))) == [(specs[2].label,
+                                                                                           specs[0].label)]
+    with pytest.raises(InputError, match="no pair of configurations"):
+        comparison_pairs(specs, Comparison("select-race", "kseq"))
+
+
+def test_an_unmatched_comparison_is_refused_before_the_run(tmp_path, monkeypatch):
+    import mdsd_cli.decode.expected as expected
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(expected, "run_expected", no_run)
+    result = runner.invoke(app, ["decode", "--expected", "--models", "synthetic", "--vocab", "30", "--prompts", "2",
+                                 "--max-new-tokens", "4", "--tree", "2x2", "--verifier", "rrs", "--compare",
+                                 "rrs,kseq", "--progress", "none", "--out", str(tmp_path / "o.csv")])
+    assert result.exit_code == 1 and "no pair of configurations matches" in result.stderr, result.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
 def test_expected_options_without_expected_are_refused(tmp_path):
     result = runner.invoke(app, ["decode", "--models", "synthetic", "--compare", "kseq,rrs", "--progress", "none"])
     assert result.exit_code == 1 and "--compare applies to --expected" in result.stderr

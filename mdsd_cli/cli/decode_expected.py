@@ -31,6 +31,7 @@ def run_expected_command(settings: dict, pair, specs, prompt_list, *, options, c
     """Sample the contexts, compute tau at each for every configuration, write the tables."""
     from ..decode.expected import (
         compare_expected,
+        comparison_pairs,
         parse_comparison,
         per_context_table,
         run_expected,
@@ -39,6 +40,8 @@ def run_expected_command(settings: dict, pair, specs, prompt_list, *, options, c
     )
 
     parsed = [parse_comparison(c) for c in compare]
+    for comp in parsed:  # refused before the run, not after it
+        comparison_pairs(specs, comp)
     if comparisons is not None and not parsed:
         raise InputError("--comparisons writes the --compare differences; give at least one --compare A,B")
     if executor not in ("local", "dask"):

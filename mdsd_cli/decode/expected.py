@@ -22,6 +22,7 @@ from .exact import ConditionalLaws
 from .expected_tables import (
     Comparison,
     compare_expected,
+    comparison_pairs,
     mean_interval,
     parse_comparison,
     per_context_table,
@@ -194,7 +195,7 @@ def run_expected(target, draft, contexts: Sequence[Context], specs: Sequence[Dec
 
 __all__ = ["DEFAULT_DRAFT_SAMPLES", "DEFAULT_PRUNE", "DEFAULT_REPEATS", "DEFAULT_REPLICATES", "DEFAULT_TAIL_SAMPLES",
            "MAX_SEQUENCE_TREES", "METHODS", "TauOptions", "Comparison", "Context", "ContextValue", "ExpectedRun",
-           "NoExactLaw", "check_exact", "compare_expected", "context_tau", "enumerated_tau", "exact_tau",
+           "NoExactLaw", "check_exact", "compare_expected", "comparison_pairs", "context_tau", "enumerated_tau", "exact_tau",
            "recursive_tau",
            "mean_interval", "monte_carlo_tau", "parse_comparison", "per_context_table", "run_expected",
            "sample_contexts", "summarize_expected"]

@@ -162,49 +162,70 @@ def _matches(side: str, spec: DecodeSpec, tree: str | None) -> bool:
     return name == spec.verifier and (not sampler or sampler == spec.sampler)
 
 
+def _pair_up(left: list[int], right: list[int], specs) -> list[tuple[int, int]]:
+    """Pairs ``(a, b)`` of the configurations matching each side: one each, or, where a side without a
+    ``:SAMPLER`` matches several draft laws, one pair per draft law that both sides run."""
+    if len(left) == 1 and len(right) == 1:
+        return [(left[0], right[0])]
+    pairs = []
+    for sampler in dict.fromkeys(specs[i].sampler for i in left + right):
+        a = [i for i in left if specs[i].sampler == sampler]
+        b = [i for i in right if specs[i].sampler == sampler]
+        if len(a) == 1 and len(b) == 1 and a[0] != b[0]:
+            pairs.append((a[0], b[0]))
+    return pairs
+
+
+def comparison_pairs(specs, comp: Comparison) -> list[tuple[float, int, int]]:
+    """``(temperature, left index, right index)`` into ``specs`` for one comparison: a side without a tree is
+    matched on each tree, a side without a sampler on each draft law both sides run. Raises
+    :class:`InputError` when nothing matches, so a run can be refused before it starts."""
+    found = []
+    live = [s.tree is not None for s in specs]  # plain sampling has no tree and no tau to compare
+    for T in sorted({s.temperature for s, ok in zip(specs, live) if ok}):
+        trees = dict.fromkeys(s.tree.label for s, ok in zip(specs, live) if ok and s.temperature == T)
+        both_named = "/" in comp.left and "/" in comp.right
+        for tree in trees:
+            if both_named and tree != next(iter(trees)):
+                continue  # both sides name their trees: one row per temperature
+            where = None if both_named else tree
+            left = [i for i, s in enumerate(specs) if live[i] and s.temperature == T and _matches(comp.left, s, where)]
+            right = [i for i, s in enumerate(specs)
+                     if live[i] and s.temperature == T and _matches(comp.right, s, where)]
+            found += [(T, a, b) for a, b in _pair_up(left, right, specs)]
+    if not found:
+        raise InputError(f"--compare {comp.left},{comp.right}: no pair of configurations matches both sides "
+                         "(name a verifier that runs, or TREE/VERIFIER with a tree given by --tree; "
+                         "VERIFIER:SAMPLER picks one draft law)")
+    return found
+
+
 def compare_expected(run: ExpectedRun, comparisons: Sequence[Comparison], *, level: float = 0.95):
     """Paired differences ``tau(left) - tau(right)`` on the shared contexts, one row per (comparison, tree,
-    temperature): the mean difference, its ``level`` interval over prompts, ``t`` and whether the
-    interval excludes 0. A side without a tree is matched on each tree; unmatched comparisons are refused."""
+    draft law, temperature): the mean difference, its ``level`` interval over prompts, ``t`` and whether the
+    interval excludes 0. A side without a tree is matched on each tree, a side without a sampler on each
+    draft law both sides run; unmatched comparisons are refused (:func:`comparison_pairs`)."""
     import pandas as pd
 
     rows = []
     for comp in comparisons:
-        found = 0
-        for T in sorted({s.temperature for s in run.specs}):
-            trees = dict.fromkeys(s.tree.label for s in run.specs if s.temperature == T)
-            for tree in trees:
-                left = [i for i, s in enumerate(run.specs) if s.temperature == T and _matches(comp.left, s, tree)]
-                right = [i for i, s in enumerate(run.specs) if s.temperature == T and _matches(comp.right, s, tree)]
-                if "/" in comp.left and "/" in comp.right and tree != next(iter(trees)):
-                    continue  # both sides name their trees: one row per temperature
-                if "/" in comp.left and "/" in comp.right:
-                    left = [i for i, s in enumerate(run.specs) if s.temperature == T and _matches(comp.left, s, None)]
-                    right = [i for i, s in enumerate(run.specs)
-                             if s.temperature == T and _matches(comp.right, s, None)]
-                if len(left) != 1 or len(right) != 1:
-                    continue
-                a, b = left[0], right[0]
-                diffs: dict[int, list] = {}
-                for ci, context in enumerate(run.contexts):
-                    if (a, ci) in run.values and (b, ci) in run.values:
-                        d = run.values[(a, ci)].value - run.values[(b, ci)].value
-                        diffs.setdefault(context.prompt, []).append(d)
-                units = np.array([np.mean(v) for _, v in sorted(diffs.items())])
-                mean, half = mean_interval(units, level=level)
-                se = half / _t_quantile(units.size - 1, level) if half > 0 else 0.0
-                rows.append({"comparison": comp.label, "left": run.specs[a].label, "right": run.specs[b].label,
-                             "temperature": T, "prompts": int(units.size),
-                             "contexts": int(sum(len(v) for v in diffs.values())), "difference": mean,
-                             "difference_low": mean - half, "difference_high": mean + half,
-                             "half_width": half, "t": mean / se if se > 0 else math.copysign(math.inf, mean)
-                             if mean else 0.0, "resolved": bool(mean - half > 0 or mean + half < 0)})
-                found += 1
-        if not found:
-            raise InputError(f"--compare {comp.left},{comp.right}: no pair of configurations matches both sides "
-                             "(name a verifier that runs, or TREE/VERIFIER with a tree given by --tree)")
+        for T, a, b in comparison_pairs(run.specs, comp):
+            diffs: dict[int, list] = {}
+            for ci, context in enumerate(run.contexts):
+                if (a, ci) in run.values and (b, ci) in run.values:
+                    d = run.values[(a, ci)].value - run.values[(b, ci)].value
+                    diffs.setdefault(context.prompt, []).append(d)
+            units = np.array([np.mean(v) for _, v in sorted(diffs.items())])
+            mean, half = mean_interval(units, level=level)
+            se = half / _t_quantile(units.size - 1, level) if half > 0 else 0.0
+            rows.append({"comparison": comp.label, "left": run.specs[a].label, "right": run.specs[b].label,
+                         "temperature": T, "prompts": int(units.size),
+                         "contexts": int(sum(len(v) for v in diffs.values())), "difference": mean,
+                         "difference_low": mean - half, "difference_high": mean + half,
+                         "half_width": half, "t": mean / se if se > 0 else math.copysign(math.inf, mean)
+                         if mean else 0.0, "resolved": bool(mean - half > 0 or mean + half < 0)})
     return pd.DataFrame(rows)
 
 
-__all__ = ["Comparison", "compare_expected", "mean_interval", "parse_comparison", "per_context_table",
+__all__ = ["Comparison", "compare_expected", "comparison_pairs", "mean_interval", "parse_comparison", "per_context_table",
            "summarize_expected"]
