@@ -549,19 +549,21 @@ class _Tries:
         # which enumerates the children's picks) asks for the same (node, weight) many times
         self._memo: dict = {}
 
-    def at(self, u: int, w: float, order: bool = True):
-        key = (u, w, order)
+    def memo(self, key, make):
+        """``make()``, computed once per ``key`` for this tree."""
         if key not in self._memo:
-            self._memo[key] = self._at(u, w, order)
+            self._memo[key] = make()
         return self._memo[key]
+
+    def at(self, u: int, w: float, order: bool = True):
+        return self.memo((u, w, order), lambda: self._at(u, w, order))
 
     def unit(self, c: int):
         """Node ``c``'s per-node optimal verifier at weight 1 and its pick law for ``c``'s drafts (memoised)."""
-        key = ("unit", c)
-        if key not in self._memo:
+        def make():
             v = _node_verifier(self, self.P[c], self.tree.q[c], self.tree.n[c], reuse=True)
-            self._memo[key] = (v, _pick_law(v, np.asarray(self.tree.drafts[c], dtype=np.int64)))
-        return self._memo[key]
+            return v, _pick_law(v, np.asarray(self.tree.drafts[c], dtype=np.int64))
+        return self.memo(("unit", c), make)
 
     def _at(self, u: int, w: float, order: bool):
         tree, Pu = self.tree, self.P[u]
@@ -654,7 +656,6 @@ def _select_traversal_sample(tree, P, sampler, rng, cache=None):
     return _select_traverse(tree, _Tries(tree, P, sampler, cache), 0, 1.0, rng, 1.0, None)[0]
 
 
-
 # --- select-race: the children's candidates race by their cap-to-candidate ratio ---------------------------
 
 @kernel
@@ -704,9 +705,10 @@ def _race_prep(tree: DraftTree, tries: _Tries, u: int, w: float):
     the exact law asks again for every combination of picks): the residual ``r, rho``, the racing children
     ``inner`` with their pick laws, the race table ``rank, beta`` (rows in ``inner``'s order), every child's own
     law ``A_j P_j - f_j`` and ``used = sum f``."""
-    key = ("race", u, w)
-    if key in tries._memo:
-        return tries._memo[key]
+    return tries.memo(("race", u, w), lambda: _race_table_at(tree, tries, u, w))
+
+
+def _race_table_at(tree: DraftTree, tries: _Tries, u: int, w: float):
     P = tries.P
     A, _, r, rho = tries.at(u, w, order=False)
     kids = tree.children[u]
@@ -723,8 +725,7 @@ def _race_prep(tree: DraftTree, tries: _Tries, u: int, w: float):
         for i, j in enumerate(inner):
             own[j] = np.maximum(own[j] - deep[i], 0.0)
         used = float(deep.sum())
-    tries._memo[key] = (r, rho, inner, picks, rank, beta, own, used)
-    return tries._memo[key]
+    return r, rho, inner, picks, rank, beta, own, used
 
 
 def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):

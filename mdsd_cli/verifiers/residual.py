@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.laws import ratio_order
+from ..samplers.laws import _cdf_draw, ratio_order
 
 #: Draws of one batch with more distinct ``C`` than this go along the ratio order (:meth:`ResidualFamily.sample`).
 BY_ID_MAX = 16
@@ -83,16 +83,13 @@ class ResidualFamily:
             return self._along_ratio_order(C, u)
         flat_u = u.ravel()
         out = np.empty(flat_u.shape, dtype=np.int64)
-        # in the family's precision (longdouble for rrsw: p - C q cancels), then summed in float64
-        r = np.maximum(self.p[None, :] - values[:, None] * self.q[None, :], 0.0).astype(np.float64, copy=False)
-        empty = ~(r > 0).any(axis=1)  # no residual mass (G(C) = 0): the residual is p itself
-        r[empty] = self.p
-        cdf = np.cumsum(r, axis=1)
-        last = r.shape[1] - 1 - np.argmax(r[:, ::-1] > 0, axis=1)  # never a token of residual 0
-        for w in range(values.size):
+        for w, c in enumerate(values):
+            # in the family's precision (longdouble for rrsw: p - C q cancels), then drawn in float64
+            r = np.maximum(self.p - c * self.q, 0.0).astype(np.float64, copy=False)
+            if not (r > 0).any():  # no residual mass (G(C) = 0): the residual is p itself
+                r = self.p.astype(np.float64)
             rows = np.flatnonzero(inverse == w)
-            picked = np.searchsorted(cdf[w], flat_u[rows] * cdf[w, -1], side="right")
-            out[rows] = np.minimum(picked, last[w])
+            out[rows] = _cdf_draw(r, flat_u[rows])
         return out.reshape(C.shape)
 
     def _along_ratio_order(self, C: np.ndarray, u: np.ndarray) -> np.ndarray:
