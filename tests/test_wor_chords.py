@@ -294,3 +294,151 @@ def test_block_index_is_the_priority_blocks():
         for i, (tokens, _) in enumerate(blocks):
             expected[tokens] = i
         assert np.array_equal(block, expected) and count == len(blocks) and tail == first_tail
+
+
+def _block_data(p, q, n):
+    """Every block of two or more tokens of ``(p, q, n)``: ``(plan, i, A, T, H, Q)``."""
+    from mdsd_cli.verifiers.optimal.candidate import chain_targets
+
+    order, K, t, cuts, H = chain_targets(p, q, n, get_sampler("wor"), hits=True)
+    plan = ChordPlan(q, order, t, cuts, H)
+    for i in range(len(cuts) - 1):
+        if cuts[i + 1] - cuts[i] >= 2:
+            A, T, Hb, Qc, _, _ = plan._block_arrays(i)
+            yield plan, i, A, T, Hb, Qc
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_majorant_bridges_are_the_trees_segments(n):
+    """A step's segment without the tree: the edge over the drafts' first position of the concave
+    majorant of ``T - u H`` is the segment the tree's walk gives, on every block of zipf, Gaussian and
+    cold real-text pairs, at random positions and levels."""
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.bench.common import random_pairs
+    from mdsd_cli.datasets import load_data
+    from mdsd_cli.verifiers.optimal._chord_kernels import _bridge, _walk
+
+    rng = np.random.default_rng(40 + n)
+    zipf = zipf_pairs(1, 4000, seed=n)
+    P, Q = random_pairs(1, 4000, n, spread=2.2, noise=1.1)
+    cold = load_data("pydoc-ngram", temperature=0.25)
+    pairs = [(zipf.target[0], zipf.draft[0]), (P[0], Q[0])] + [(cold.target[i], cold.draft[i]) for i in (7, 76, 377)]
+    checked = same = 0
+    for k, (p, q) in enumerate(pairs):
+        for plan, i, _, T, Hb, Qc in _block_data(p, q, n):
+            (na, nb, nrho, nc, nl, nr), trusted = plan._tree(i)
+            assert trusted
+            stack = np.empty(T.size, np.int64)
+            for _ in range(300):
+                j, u = int(rng.integers(0, T.size - 1)), float(rng.random())
+                node = _walk(nrho, nc, nl, nr, j, u)
+                a, b = _bridge(T, Hb, Qc, u, j, stack)
+                assert a <= j < b
+                checked += 1
+                if (a, b) == (na[node], nb[node]):
+                    same += 1
+                    continue
+                assert k >= 2, "zipf and Gaussian pairs have no ties: the very same segments"
+                # else only points collinear with the segment (equal t/q, and hit slopes equal up to the hit
+                # curve's rounding, which then decides whether they are vertices) may differ: the flat law
+                # q_j * slope of H gives token j the same probability to 1e-15
+                a2, b2 = na[node], nb[node]
+                slope, slope2 = (Hb[b] - Hb[a]) / (Qc[b] - Qc[a]), (Hb[b2] - Hb[a2]) / (Qc[b2] - Qc[a2])
+                assert (Qc[j + 1] - Qc[j]) * abs(slope - slope2) <= 1e-15, (i, j, u, (a, b), (a2, b2))
+    assert checked >= 2000 and same >= 0.8 * checked
+
+
+def test_majorant_law_is_the_bridges_law_on_any_data():
+    """The set-up's law (majorant of ``T`` minus majorant of ``T - H``) against the bridge rule's law
+    integrated exactly over ``U`` (constant between the levels where three points turn collinear), on
+    random data that need not be concave nor below ``H``: the identity holds for any data."""
+    from mdsd_cli.verifiers.optimal._chord_kernels import _bridge, _majorant_laws
+
+    rng = np.random.default_rng(8)
+    for trial in range(120):
+        m = int(rng.integers(2, 9))
+        q = rng.dirichlet(np.ones(m))
+        Qc = np.concatenate(([0.0], np.cumsum(q)))
+        if trial % 2:  # the verifier's case: T concave, under a concave H, equal at the ends (a random
+            H = 1.0 - (1.0 - Qc) ** 3  # mixture of chord interpolants of H on random partitions)
+            T = np.zeros(m + 1)
+            for w in rng.dirichlet(np.ones(3)):
+                cut = np.flatnonzero(np.concatenate(([True], rng.random(m - 1) < 0.4, [True])))
+                T += w * np.interp(Qc, Qc[cut], H[cut])
+            t = np.diff(T)
+        else:  # anything
+            H = np.concatenate(([0.0], np.cumsum(rng.random(m))))
+            t = rng.random(m) - 0.2
+        T = np.concatenate(([0.0], np.cumsum(t)))
+        levels = {0.0, 1.0}
+        for a, b, c in itertools.combinations(range(m + 1), 3):
+            w = (Qc[b] - Qc[a]) / (Qc[c] - Qc[a])
+            gH = (H[b] - H[a]) - w * (H[c] - H[a])
+            if gH != 0.0:
+                levels.add(((T[b] - T[a]) - w * (T[c] - T[a])) / gH)
+        levels = np.array(sorted(x for x in levels if 0.0 <= x <= 1.0))
+        stack = np.empty(m + 1, np.int64)
+        brute = np.zeros(m)
+        for lo, hi in zip(levels[:-1], levels[1:]):
+            for j in range(m):
+                a, b = _bridge(T, H, Qc, 0.5 * (lo + hi), j, stack)
+                brute[j] += (hi - lo) * q[j] * (H[b] - H[a]) / (Qc[b] - Qc[a])
+        law, err = np.zeros(m), np.zeros(1)
+        _majorant_laws(t, q, H, np.array([0, m]), law, err)
+        np.testing.assert_allclose(law, brute, rtol=0, atol=1e-12)
+        assert err[0] == pytest.approx(np.abs(law - t).max(), abs=1e-15)
+        if trial % 2:
+            assert np.abs(law - t).max() <= 1e-12
+
+
+def test_untrusted_trees_give_way_to_the_bridges(monkeypatch):
+    """A tree whose law misses ``t`` is never walked: steps go on by bridges, and the exact choice
+    probabilities come from the path found by bisection over the bridges - the same rule, so the
+    output law is still ``p`` and the choices equal the trusted tree's."""
+    from mdsd_cli.verifiers.optimal import chords
+
+    rng = np.random.default_rng(21)
+    cases = [(_case(rng, int(rng.integers(4, 7)), k % 5), 2 + k % 3) for k in range(40)]
+    trusted = [OptimalWOR(p, q, n) for (p, q), n in cases]
+    real_tree = chords.ChordPlan._tree
+    monkeypatch.setattr(chords.ChordPlan, "_tree", lambda self, i: (real_tree(self, i)[0], False))
+    for ((p, q), n), good in zip(cases, trusted):
+        v = OptimalWOR(p, q, n)
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
+        for row in get_sampler("wor").sample(q, n, rng, 4):
+            np.testing.assert_allclose(v.choice(row[None, :]), good.choice(row[None, :]), rtol=0, atol=1e-12)
+    from mdsd_cli import zipf_pairs
+
+    pair = zipf_pairs(1, 400, seed=3)
+    p, q = pair.target[0], pair.draft[0]
+    good, v = OptimalWOR(p, q, 4), None
+    monkeypatch.setattr(chords, "TREE_AFTER", 0)
+    v = OptimalWOR(p, q, 4)
+    for row in get_sampler("wor").sample(q, 4, rng, 20):
+        np.testing.assert_allclose(v.choice(row[None, :]), good.choice(row[None, :]), rtol=0, atol=1e-12)
+        for u in rng.random(10):
+            j = int(v._chords.pos[row].min())
+            i = v._chords.block_of(j)
+            A, T, H, Qc, _, stack = v._chords._block_arrays(i)
+            bridge = v._chords.k._bridge(T, H, Qc, u, j - A, stack)
+            assert v._chords.segment(j, u) == (A + bridge[0], A + bridge[1])
+
+
+def test_set_up_builds_no_tree_and_a_block_gets_one_after_many_steps(monkeypatch):
+    """Lazy: set-up computes the chain and the checked law only; a block's tree is built after
+    TREE_AFTER steps into it (and for exact choice probabilities), and sampled outputs follow p either way."""
+    from mdsd_cli.bench.common import random_pairs
+    from mdsd_cli.verifiers import sampled_output_test
+    from mdsd_cli.verifiers.optimal import chords
+
+    monkeypatch.setattr(chords, "TREE_AFTER", 8)
+    P, Q = random_pairs(1, 3000, 5, spread=2.2, noise=1.1)
+    v = OptimalWOR(P[0], Q[0], 4)
+    plan = v._chords
+    assert not plan._trees and v.info["steered_blocks"] == 0
+    assert v.exact_rate() == pytest.approx(optimal_acceptance(P[0], Q[0], 4, sampler="wor"), abs=1e-12)
+    rng = np.random.default_rng(2)
+    v.sample(get_sampler("wor").sample(Q[0], 4, rng, 8), rng)
+    assert not plan._trees
+    assert sampled_output_test(v, 20_000, rng).pvalue > 1e-4
+    assert plan._trees and all(trusted for _, trusted in plan._trees.values())

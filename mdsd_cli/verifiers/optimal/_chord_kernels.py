@@ -544,3 +544,164 @@ def _mixture_law(na, nb, nrho, nc, nl, nr, H, Qh, Ql, q, out):
         else:
             for k in range(a, b):
                 out[k] = max(acc[i], 0.0) * q[k]
+
+
+# --- the same rule without the tree: concave majorants ---------------------------------------------
+#
+# The segment the tree's walk gives position j at level u is the edge over j of the concave majorant of
+# the points (Q_k, T_k - u H_k) (docs/theory.md, "Nested chords without the tree"): one O(m) pass per step,
+# nothing built at set-up.
+
+
+@_jit
+def _upper_hull(T, H, Q, u, st):
+    """The vertices (boundary indices, increasing) of the concave majorant of ``(Q_k, T_k - u H_k)``,
+    ``k = 0 .. m``, into ``st``; returns their number. A point on or under the line of its neighbours
+    is not a vertex."""
+    m = T.shape[0] - 1
+    top = 0
+    for k in range(m + 1):
+        xk = Q[k]
+        yk = T[k] - u * H[k]
+        while top >= 2:
+            i0 = st[top - 2]
+            i1 = st[top - 1]
+            y0 = T[i0] - u * H[i0]
+            y1 = T[i1] - u * H[i1]
+            if (y1 - y0) * (xk - Q[i0]) <= (yk - y0) * (Q[i1] - Q[i0]):
+                top -= 1
+            else:
+                break
+        st[top] = k
+        top += 1
+    return top
+
+
+@_jit
+def _bridge(T, H, Q, u, j, st):
+    """``(a, b)``: the edge of the concave majorant of ``(Q_k, T_k - u H_k)`` over token ``j`` (the
+    vertices ``a <= j < b`` next to it) - the segment of the nested partition at level ``u``."""
+    top = _upper_hull(T, H, Q, u, st)
+    a = 0
+    b = T.shape[0] - 1
+    for s in range(top):
+        if st[s] <= j:
+            a = st[s]
+        else:
+            b = st[s]
+            break
+    return a, b
+
+
+@_jit
+def _majorant_at(Q, Y, st, top, out):
+    """``out[k]``: the concave majorant (vertices ``st[:top]``) of the points ``(Q, Y)`` at ``Q[k]``."""
+    for s in range(top - 1):
+        i0 = st[s]
+        i1 = st[s + 1]
+        out[i0] = Y[i0]
+        dq = Q[i1] - Q[i0]
+        for k in range(i0 + 1, i1):
+            out[k] = Y[i0] + (Y[i1] - Y[i0]) * ((Q[k] - Q[i0]) / dq) if dq > 0.0 else Y[i0]
+    out[st[top - 1]] = Y[st[top - 1]]
+
+
+@_jit
+def _majorant_laws(ts, qs, Hc, cuts, law, err):
+    """The law of the majorant rule on every block of two or more tokens, in one pass: over ``U``
+    uniform the chord interpolants of ``H`` at the vertices of the concave majorant of ``T - U H``
+    average to ``G_0 - G_1``, the majorants of ``T`` and of ``T - H`` (the derivative in ``U`` of the
+    majorant at a point is minus the interpolant there). ``law[x]`` per chain position, ``err[i]``
+    the largest ``|law - ts|`` of block ``i`` (0 for one-token blocks, which are not touched)."""
+    V = ts.shape[0]
+    T = np.empty(V + 1)
+    Q = np.empty(V + 1)
+    Hb = np.empty(V + 1)
+    Y = np.empty(V + 1)
+    G0 = np.empty(V + 1)
+    G1 = np.empty(V + 1)
+    st = np.empty(V + 1, np.int64)
+    zeros = np.zeros(V + 1)
+    for i in range(cuts.shape[0] - 1):
+        A = cuts[i]
+        m = cuts[i + 1] - A
+        err[i] = 0.0
+        if m < 2:
+            continue
+        T[0] = 0.0
+        Q[0] = 0.0
+        for k in range(m):
+            T[k + 1] = T[k] + ts[A + k]
+            Q[k + 1] = Q[k] + qs[A + k]
+        for k in range(m + 1):
+            Hb[k] = Hc[A + k] - Hc[A]
+        top = _upper_hull(T[:m + 1], zeros[:m + 1], Q[:m + 1], 0.0, st)
+        _majorant_at(Q[:m + 1], T[:m + 1], st, top, G0)
+        top = _upper_hull(T[:m + 1], Hb[:m + 1], Q[:m + 1], 1.0, st)
+        for k in range(m + 1):
+            Y[k] = T[k] - Hb[k]
+        _majorant_at(Q[:m + 1], Y[:m + 1], st, top, G1)
+        worst = 0.0
+        for k in range(m):
+            c = (G0[k + 1] - G0[k]) - (G1[k + 1] - G1[k])
+            law[A + k] = c
+            worst = max(worst, abs(c - ts[A + k]))
+        err[i] = worst
+
+
+@_jit
+def _bridge_path(T, H, Q, j, na, nb, nrho, nc, nl, nr):
+    """Position ``j``'s path through the nested partition, by bisection on ``U`` over :func:`_bridge`
+    (``O(m)`` a bridge, ~60 a level): the arrays of a tree (as :func:`_tree_hull`'s) holding that path
+    only, each node's other child a leaf. For the exact choice probabilities where a block's tree is
+    not trusted. Each edge is clipped to the segment above it (where rounding decides whether points
+    collinear with an edge are vertices, a lower level could otherwise come out wider), so every
+    level shrinks the segment and the path has at most ``m`` levels (``2m + 1`` nodes). Returns the
+    number of nodes."""
+    m = T.shape[0] - 1
+    st = np.empty(m + 1, np.int64)
+    na[0], nb[0] = 0, m
+    nl[0], nr[0] = -1, -1
+    count = 1
+    i = 0
+    hi = 1.0
+    a, b = 0, m
+    while True:
+        lo_a, lo_b = _bridge(T, H, Q, 0.0, j, st)
+        lo_a, lo_b = max(lo_a, a), min(lo_b, b)
+        if lo_a == a and lo_b == b:  # nothing finer below: a leaf
+            nc[i] = -1
+            nrho[i] = 0.0
+            break
+        lo = 0.0
+        for _ in range(64):
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            ma, mb = _bridge(T, H, Q, mid, j, st)
+            ma, mb = max(ma, a), min(mb, b)
+            if ma == a and mb == b:
+                hi = mid
+            else:
+                lo = mid
+                lo_a, lo_b = ma, mb
+        right = lo_a > a  # the right part goes on: split at its left end (else the left part, at its right end)
+        c = lo_a if right else lo_b
+        nrho[i] = hi
+        nc[i] = c
+        nl[i], nr[i] = count, count + 1
+        na[count], nb[count] = a, c
+        na[count + 1], nb[count + 1] = c, b
+        for leaf in (count, count + 1):
+            nc[leaf] = -1
+            nrho[leaf] = 0.0
+            nl[leaf] = -1
+            nr[leaf] = -1
+        i = count + 1 if right else count
+        count += 2
+        if right:
+            a = lo_a
+        else:
+            b = lo_b
+        # where both ends moved at one level, the next node splits again at the same level (weight 0)
+    return count

@@ -18,8 +18,12 @@ orders of the drafted set. Conditioned on missing the chain above the segment, a
 tuple is tilted by ``prod_k (1 - Q(a) - Q_{k-1}) / (1 - Q_{k-1})``; the swap undoes
 exactly that tilt (docs/theory.md).
 
-Everything the rule needs comes from the chain: no per-token integrals. The splits are
-computed when a step first needs them and kept (one pass over the segment each).
+Everything the rule needs comes from the chain: no per-token integrals. No split is needed at
+all: the partition at level ``U`` is the set of vertices of the concave majorant of
+``T - U H``, so a step's segment is that majorant's edge over the drafts' highest position (one
+pass over the block), and the rule's law is the majorant of ``T`` minus the majorant of ``T - H``
+(two passes a block, checked against ``t`` at set-up). The tree of splits is built only for a
+block many steps go into, or whose exact choice probabilities are asked for (docs/theory.md).
 """
 
 from __future__ import annotations
@@ -37,11 +41,17 @@ MAX_CHORD_DRAFTS = 16
 MIXTURE_TOLERANCE = 1e-11
 #: Up to this the mixture's distance from ``t`` is the hit curve's quadrature error, not the tree's.
 TRUSTED = 1e-9
+#: Steps into one block found by concave majorants (``O(m)`` each) before its tree of splits is built
+#: and walked instead (many steps on one pair: Monte Carlo checks; a decoding step visits a pair once).
+TREE_AFTER = 64
 
 
 def _kernels():
     """The compiled kernels (imported on first use: numba loads them then)."""
     from ._chord_kernels import (
+        _bridge,
+        _bridge_path,
+        _majorant_laws,
         _mass,
         _mixture_law,
         _path_groups,
@@ -51,7 +61,8 @@ def _kernels():
         _walk,
     )
 
-    return SimpleNamespace(_mass=_mass, _mixture_law=_mixture_law, _path_groups=_path_groups, _prefix2=_prefix2,
+    return SimpleNamespace(_bridge=_bridge, _bridge_path=_bridge_path, _majorant_laws=_majorant_laws, _mass=_mass,
+                           _mixture_law=_mixture_law, _path_groups=_path_groups, _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
@@ -105,6 +116,12 @@ class ChordPlan:
 
     ``order`` is the chain, ``t`` the candidate law (indexed by token), ``cuts`` the block
     boundaries (chain positions, with 0 and V), ``H`` the hit probabilities along the chain.
+
+    Nothing per block is built at set-up but the rule's law (two concave majorants a block,
+    :func:`~._chord_kernels._majorant_laws`, checked against ``t``). A step finds its segment as
+    the edge of one concave majorant over the drafts' first position (``O(m)`` in the block's size
+    ``m``); a block stepped into :data:`TREE_AFTER` times gets its tree of splits, walked in
+    ``O(depth)`` from then on, and so does a block whose exact choice probabilities are asked for.
     """
 
     def __init__(self, q: np.ndarray, order: np.ndarray, t: np.ndarray, cuts: np.ndarray, H: np.ndarray):
@@ -119,62 +136,89 @@ class ChordPlan:
         self.qs = q[order]
         self.above = np.concatenate(([0.0], np.cumsum(self.qs)))  # Q(a): draft mass above position a
         self.total = float(q.sum())
-        self._blocks: dict[int, tuple] = {}
+        self._arrays: dict[int, tuple] = {}
+        self._trees: dict[int, tuple] = {}  # block -> (tree, trusted)
+        self._steps: dict[int, int] = {}  # block -> steps found by bridges
         self.k = _kernels()
-        #: The law the rule really gives (each block's mixture of chord laws): ``t`` up to rounding,
-        #: except where rounding in the hit curve steered a split; the verifier accepts with this.
+        #: The law the rule really gives: ``t`` where a block's majorant law is within :data:`TRUSTED`
+        #: of it (always seen), else that law (``t`` not concave, or above the hit curve, past rounding).
         self.law = np.zeros(self.V)
-        self.steered = 0  # blocks whose tree misses t by more than TRUSTED
+        ts = np.ascontiguousarray(t[order], dtype=np.float64)
+        law = np.zeros(self.V)
+        err = np.zeros(self.cuts.size - 1)
+        self.k._majorant_laws(ts, np.ascontiguousarray(self.qs, dtype=np.float64), self.H, self.cuts, law, err)
         sizes = np.diff(self.cuts)
-        for i in np.flatnonzero(sizes > 1):
-            self._block(int(i))
-        # a one-token block is one leaf, whose law is its hit mass (0 where q is): all at once
+        # a one-token block is one leaf, whose law is its hit mass (0 where q is)
         first = self.cuts[:-1][sizes == 1]
-        if first.size:
-            tok = order[first]
-            law = np.where(self.qs[first] > 0.0, self.H[first + 1] - self.H[first], 0.0)
-            err = np.abs(law - t[tok])
-            self.law[tok] = np.where(err <= TRUSTED, t[tok], np.maximum(law, 0.0))
-            self.steered += int(np.count_nonzero(err > TRUSTED))
+        law[first] = np.where(self.qs[first] > 0.0, self.H[first + 1] - self.H[first], 0.0)
+        err[sizes == 1] = np.abs(law[first] - ts[first])
+        bad = err > TRUSTED
+        self.steered = int(np.count_nonzero(bad))  # blocks whose rule misses t by more than TRUSTED
+        self.law[order] = ts
+        if self.steered:
+            block = np.repeat(np.arange(sizes.size), sizes)
+            at = np.flatnonzero(bad[block])
+            self.law[order[at]] = np.maximum(law[at], 0.0)
 
     # --- the blocks and their splits -------------------------------------------------------
     def block_of(self, position: int) -> int:
         return int(np.searchsorted(self.cuts, position, side="right") - 1)
 
-    def _block(self, i: int):
-        """Block ``i``: its first position, cumulative masses (relative to that position) and
-        its tree of splits (all built at set-up, since the candidate law is the law the trees give)."""
-        got = self._blocks.get(i)
+    def _block_arrays(self, i: int):
+        """Block ``i``: its first position and cumulative ``T``, ``H``, ``Q`` (relative to it, at its
+        boundaries), the double-double prefix masses, and a scratch stack for the bridges."""
+        got = self._arrays.get(i)
         if got is None:
             A, B = int(self.cuts[i]), int(self.cuts[i + 1])
-            tok = self.order[A:B]
-            T = np.concatenate(([0.0], np.cumsum(self.t[tok])))
+            T = np.concatenate(([0.0], np.cumsum(self.t[self.order[A:B]])))
             Q = np.concatenate(([0.0], np.cumsum(self.qs[A:B])))
             H = self.H[A:B + 1] - self.H[A]
-            law, target = np.empty(B - A), self.t[tok]
-            Qh, Ql = self.k._prefix2(np.ascontiguousarray(self.qs[A:B]))
-            tree = self.k._tree_hull(T, H, Q, True)
-            self.k._mixture_law(*tree, H, Qh, Ql, self.qs[A:B], law)
-            if np.abs(law - target).max() > MIXTURE_TOLERANCE:  # rounding steered a split: try scans only
-                scanned = self.k._tree_hull(T, H, Q, False)
-                law2 = np.empty(B - A)
-                self.k._mixture_law(*scanned, H, Qh, Ql, self.qs[A:B], law2)
-                if np.abs(law2 - target).max() < np.abs(law - target).max():
-                    tree, law = scanned, law2
-            err = float(np.abs(law - target).max())
-            # within the hit curve's own precision the tree is exact (its law is t, by construction);
-            # beyond it, rounding steered a split, and the verifier accepts with the law it really gives
-            self.law[tok] = target if err <= TRUSTED else law
-            self.steered += err > TRUSTED
-            got = (A, (Qh, Ql), tree)
-            self._blocks[i] = got
+            got = (A, T, H, Q, self.k._prefix2(np.ascontiguousarray(self.qs[A:B])), np.empty(B - A + 1, np.int64))
+            self._arrays[i] = got
         return got
 
+    def _tree(self, i: int):
+        """Block ``i``'s tree of splits (built on first use) and whether its law is ``t`` to
+        :data:`TRUSTED` (a tree the hulls' rounding steered is never walked)."""
+        got = self._trees.get(i)
+        if got is None:
+            A, T, H, Q, (Qh, Ql), _ = self._block_arrays(i)
+            tok = self.order[A:A + T.size - 1]
+            law, target = np.empty(T.size - 1), self.t[tok]
+            tree = self.k._tree_hull(T, H, Q, True)
+            self.k._mixture_law(*tree, H, Qh, Ql, self.qs[A:A + T.size - 1], law)
+            if np.abs(law - target).max() > MIXTURE_TOLERANCE:  # rounding steered a split: try scans only
+                scanned = self.k._tree_hull(T, H, Q, False)
+                law2 = np.empty(T.size - 1)
+                self.k._mixture_law(*scanned, H, Qh, Ql, self.qs[A:A + T.size - 1], law2)
+                if np.abs(law2 - target).max() < np.abs(law - target).max():
+                    tree, law = scanned, law2
+            got = (tree, float(np.abs(law - target).max()) <= TRUSTED)
+            self._trees[i] = got
+        return got
+
+    def _block(self, i: int):
+        """``(first position, (Qh, Ql), tree)`` of block ``i``, its tree built if it was not."""
+        A, _, _, _, masses, _ = self._block_arrays(i)
+        return A, masses, self._tree(i)[0]
+
     def segment(self, j: int, u: float) -> tuple[int, int]:
-        """The segment the rule uses for position ``j`` and a uniform ``u``."""
-        A, _, (na, nb, nrho, nc, nl, nr) = self._block(self.block_of(j))
-        i = self.k._walk(nrho, nc, nl, nr, j - A, u)
-        return A + int(na[i]), A + int(nb[i])
+        """The segment the rule uses for position ``j`` and a uniform ``u``: the edge over ``j`` of the
+        concave majorant of ``T - u H`` (the block's trusted tree gives the same, once it is built)."""
+        i = self.block_of(j)
+        A, T, H, Q, _, stack = self._block_arrays(i)
+        tree = self._trees.get(i)
+        if tree is None:
+            steps = self._steps.get(i, 0) + 1
+            self._steps[i] = steps
+            if steps > TREE_AFTER:
+                tree = self._tree(i)
+        if tree is not None and tree[1]:
+            na, nb, nrho, nc, nl, nr = tree[0]
+            node = self.k._walk(nrho, nc, nl, nr, j - A, u)
+            return A + int(na[node]), A + int(nb[node])
+        a, b = self.k._bridge(T, H, Q, u, j - A, stack)
+        return A + int(a), A + int(b)
 
     # --- the rule inside a segment ------------------------------------------------------------
     def _rest(self, drafts: np.ndarray) -> float:
@@ -204,7 +248,7 @@ class ChordPlan:
 
     def _kappa(self, a: int, b: int) -> float:
         """``Q(a) / (Q(b) - Q(a))``: the draft mass above the segment over the segment's."""
-        A, (Qh, Ql), _ = self._block(self.block_of(a))
+        A, _, _, _, (Qh, Ql), _ = self._block_arrays(self.block_of(a))
         return float(self.above[a]) / float(self.k._mass(Qh, Ql, a - A, b - A))
 
     @staticmethod
@@ -228,7 +272,14 @@ class ChordPlan:
         drafts = np.asarray(drafts, dtype=np.int64)
         j = int(self.pos[drafts].min())
         i = self.block_of(j)
-        A, (Qh, Ql), tree = self._block(i)
+        A, T, H, Q, (Qh, Ql), _ = self._block_arrays(i)
+        tree, trusted = self._tree(i)
+        if not trusted:  # the rule is the majorants': its path by bisection over the bridges
+            cap = 2 * T.size + 1
+            na, nb, nc, nl, nr = (np.full(cap, -1, np.int64) for _ in range(5))
+            nrho = np.zeros(cap)
+            count = self.k._bridge_path(T, H, Q, j - A, na, nb, nrho, nc, nl, nr)
+            tree = (na[:count], nb[:count], nrho[:count], nc[:count], nl[:count], nr[:count])
         where = self.pos[drafts] - A
         n = drafts.size
         masks = np.zeros(n + 1, dtype=np.int64)
