@@ -384,11 +384,16 @@ def test_majorant_law_is_the_bridges_law_on_any_data():
                 a, b = _bridge(T, H, Qc, 0.5 * (lo + hi), j, stack)
                 brute[j] += (hi - lo) * q[j] * (H[b] - H[a]) / (Qc[b] - Qc[a])
         law, err = np.zeros(m), np.zeros(1)
-        _majorant_laws(t, q, H, np.array([0, m]), law, err)
+        _majorant_laws(t, q, H, np.array([0, m]), law, err, -1.0)  # the two majorants, always
         np.testing.assert_allclose(law, brute, rtol=0, atol=1e-12)
         assert err[0] == pytest.approx(np.abs(law - t).max(), abs=1e-15)
+        fast, bound = np.zeros(m), np.zeros(1)  # as set-up calls it: t itself where T is concave and under H
+        _majorant_laws(t, q, H, np.array([0, m]), fast, bound, 1e-9)
+        assert np.abs(fast - brute).max() <= bound[0] + 1e-12
         if trial % 2:
-            assert np.abs(law - t).max() <= 1e-12
+            assert np.abs(law - t).max() <= 1e-12 and bound[0] <= 1e-12 and np.array_equal(fast, t)
+        elif np.abs(law - t).max() > 1e-9:
+            np.testing.assert_allclose(fast, law, rtol=0, atol=1e-15)  # the data break the premises: majorants
 
 
 def test_untrusted_trees_give_way_to_the_bridges(monkeypatch):

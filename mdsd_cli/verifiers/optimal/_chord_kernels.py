@@ -36,6 +36,33 @@ def _prefix2(x):
 
 
 @_jit
+def _block_sums(ts, qs, Hc, A, B):
+    """Block ``[A, B)`` of the chain in one pass: the cumulative target ``T``, draft mass ``Q`` (plain
+    sums, as ``numpy.cumsum``) and hit probability ``H`` at its boundaries, relative to its start, and
+    the draft mass in double-double (:func:`_prefix2`)."""
+    m = B - A
+    T = np.empty(m + 1)
+    Q = np.empty(m + 1)
+    H = np.empty(m + 1)
+    hi = np.empty(m + 1)
+    lo = np.empty(m + 1)
+    T[0] = 0.0
+    Q[0] = 0.0
+    H[0] = 0.0
+    hi[0] = 0.0
+    lo[0] = 0.0
+    s, c = 0.0, 0.0
+    for k in range(m):
+        T[k + 1] = T[k] + ts[A + k]
+        Q[k + 1] = Q[k] + qs[A + k]
+        H[k + 1] = Hc[A + k + 1] - Hc[A]
+        s, c = _compensated_add(s, c, qs[A + k])
+        hi[k + 1] = s
+        lo[k + 1] = c
+    return T, Q, H, hi, lo
+
+
+@_jit
 def _mass(hi, lo, a, b):
     return (hi[b] - hi[a]) + (lo[b] - lo[a])
 
@@ -594,34 +621,26 @@ def _bridge(T, H, Q, u, j, st):
 
 
 @_jit
-def _majorant_at(Q, Y, st, top, out):
-    """``out[k]``: the concave majorant (vertices ``st[:top]``) of the points ``(Q, Y)`` at ``Q[k]``."""
-    for s in range(top - 1):
-        i0 = st[s]
-        i1 = st[s + 1]
-        out[i0] = Y[i0]
-        dq = Q[i1] - Q[i0]
-        for k in range(i0 + 1, i1):
-            out[k] = Y[i0] + (Y[i1] - Y[i0]) * ((Q[k] - Q[i0]) / dq) if dq > 0.0 else Y[i0]
-    out[st[top - 1]] = Y[st[top - 1]]
+def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
+    """The law of the majorant rule on every block of two or more tokens: over ``U`` uniform the
+    chord interpolants of ``H`` at the vertices of the concave majorant of ``T - U H`` average to
+    ``G_0 - G_1``, the majorants of ``T`` and of ``T - H`` (the derivative in ``U`` of the majorant
+    at a point is minus the interpolant there). ``law[x]`` per chain position, ``err[i]`` a bound on
+    the largest ``|law - ts|`` of block ``i`` (0 for one-token blocks, which are not touched).
 
-
-@_jit
-def _majorant_laws(ts, qs, Hc, cuts, law, err):
-    """The law of the majorant rule on every block of two or more tokens, in one pass: over ``U``
-    uniform the chord interpolants of ``H`` at the vertices of the concave majorant of ``T - U H``
-    average to ``G_0 - G_1``, the majorants of ``T`` and of ``T - H`` (the derivative in ``U`` of the
-    majorant at a point is minus the interpolant there). ``law[x]`` per chain position, ``err[i]``
-    the largest ``|law - ts|`` of block ``i`` (0 for one-token blocks, which are not touched)."""
+    Where ``T`` is concave and under ``H`` up to rounding, the majorants are not needed: with
+    ``s`` the slopes ``t/q`` and ``S`` their suffix maxima (non-increasing), ``T`` lies under the
+    concave ``integral of S``, so ``0 <= G_0 - T <= sum (S - s) q``, and ``G_1`` lies between the
+    chord of its ends (0 and ``T - H`` at the block's end, 0 up to rounding at a tight cut) and
+    ``max(T - H)``; twice the two bound ``|law - t|``. A block where that bound is at most ``cap``
+    gets ``law = t`` and the bound; any other block the two majorants (every block where ``cap`` is
+    negative)."""
     V = ts.shape[0]
     T = np.empty(V + 1)
     Q = np.empty(V + 1)
-    Hb = np.empty(V + 1)
     Y = np.empty(V + 1)
-    G0 = np.empty(V + 1)
-    G1 = np.empty(V + 1)
-    st = np.empty(V + 1, np.int64)
-    zeros = np.zeros(V + 1)
+    st0 = np.empty(V + 1, np.int64)
+    st1 = np.empty(V + 1, np.int64)
     for i in range(cuts.shape[0] - 1):
         A = cuts[i]
         m = cuts[i + 1] - A
@@ -630,22 +649,77 @@ def _majorant_laws(ts, qs, Hc, cuts, law, err):
             continue
         T[0] = 0.0
         Q[0] = 0.0
-        for k in range(m):
-            T[k + 1] = T[k] + ts[A + k]
-            Q[k + 1] = Q[k] + qs[A + k]
-        for k in range(m + 1):
-            Hb[k] = Hc[A + k] - Hc[A]
-        top = _upper_hull(T[:m + 1], zeros[:m + 1], Q[:m + 1], 0.0, st)
-        _majorant_at(Q[:m + 1], T[:m + 1], st, top, G0)
-        top = _upper_hull(T[:m + 1], Hb[:m + 1], Q[:m + 1], 1.0, st)
-        for k in range(m + 1):
-            Y[k] = T[k] - Hb[k]
-        _majorant_at(Q[:m + 1], Y[:m + 1], st, top, G1)
+        Y[0] = 0.0
+        excess = 0.0
+        for k in range(1, m + 1):  # the prefix sums
+            T[k] = T[k - 1] + ts[A + k - 1]
+            Q[k] = Q[k - 1] + qs[A + k - 1]
+            Y[k] = T[k] - (Hc[A + k] - Hc[A])
+            excess = max(excess, Y[k])
+        if cap >= 0.0:
+            above = 0.0  # sum of (S - s) q: how far T may lie under its concave majorant
+            top = 0.0
+            for k in range(m - 1, -1, -1):
+                t, q = ts[A + k], qs[A + k]
+                if q > 0.0:
+                    top = max(top, t / q)
+                    above += max(top * q - t, 0.0)
+                elif t != 0.0:  # mass on an undrafted token: T jumps
+                    above = np.inf
+                    break
+            bound = 2.0 * (above + max(excess, -Y[m]))
+            if bound <= cap:
+                for k in range(m):
+                    law[A + k] = ts[A + k]
+                err[i] = bound
+                continue
+        st0[0] = 0
+        st1[0] = 0
+        top0 = 1
+        top1 = 1
+        for k in range(1, m + 1):
+            # both majorants, point by point (written out: a call per point costs more than the test)
+            while top0 >= 2:
+                i0 = st0[top0 - 2]
+                i1 = st0[top0 - 1]
+                if (T[i1] - T[i0]) * (Q[k] - Q[i0]) <= (T[k] - T[i0]) * (Q[i1] - Q[i0]):
+                    top0 -= 1
+                else:
+                    break
+            st0[top0] = k
+            top0 += 1
+            while top1 >= 2:
+                i0 = st1[top1 - 2]
+                i1 = st1[top1 - 1]
+                if (Y[i1] - Y[i0]) * (Q[k] - Q[i0]) <= (Y[k] - Y[i0]) * (Q[i1] - Q[i0]):
+                    top1 -= 1
+                else:
+                    break
+            st1[top1] = k
+            top1 += 1
         worst = 0.0
-        for k in range(m):
-            c = (G0[k + 1] - G0[k]) - (G1[k + 1] - G1[k])
-            law[A + k] = c
-            worst = max(worst, abs(c - ts[A + k]))
+        s0 = 0
+        s1 = 0
+        g0_prev = 0.0
+        g1_prev = 0.0
+        for k in range(1, m + 1):
+            while st0[s0 + 1] < k:
+                s0 += 1
+            while st1[s1 + 1] < k:
+                s1 += 1
+            i0, i1 = st0[s0], st0[s0 + 1]
+            g0 = T[i1]  # at a vertex (or over no draft mass: tokens with q = 0)
+            if k < i1 and Q[i1] > Q[i0]:
+                g0 = T[i0] + (T[i1] - T[i0]) * ((Q[k] - Q[i0]) / (Q[i1] - Q[i0]))
+            j0, j1 = st1[s1], st1[s1 + 1]
+            g1 = Y[j1]
+            if k < j1 and Q[j1] > Q[j0]:
+                g1 = Y[j0] + (Y[j1] - Y[j0]) * ((Q[k] - Q[j0]) / (Q[j1] - Q[j0]))
+            c = (g0 - g0_prev) - (g1 - g1_prev)
+            law[A + k - 1] = c
+            worst = max(worst, abs(c - ts[A + k - 1]))
+            g0_prev = g0
+            g1_prev = g1
         err[i] = worst
 
 

@@ -49,6 +49,7 @@ TREE_AFTER = 64
 def _kernels():
     """The compiled kernels (imported on first use: numba loads them then)."""
     from ._chord_kernels import (
+        _block_sums,
         _bridge,
         _bridge_path,
         _majorant_laws,
@@ -61,7 +62,7 @@ def _kernels():
         _walk,
     )
 
-    return SimpleNamespace(_bridge=_bridge, _bridge_path=_bridge_path, _majorant_laws=_majorant_laws, _mass=_mass,
+    return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _majorant_laws=_majorant_laws, _mass=_mass,
                            _mixture_law=_mixture_law, _path_groups=_path_groups, _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
@@ -143,10 +144,11 @@ class ChordPlan:
         #: The law the rule really gives: ``t`` where a block's majorant law is within :data:`TRUSTED`
         #: of it (always seen), else that law (``t`` not concave, or above the hit curve, past rounding).
         self.law = np.zeros(self.V)
-        ts = np.ascontiguousarray(t[order], dtype=np.float64)
+        self.ts = ts = np.ascontiguousarray(t[order], dtype=np.float64)
+        self.qs = np.ascontiguousarray(self.qs, dtype=np.float64)
         law = np.zeros(self.V)
         err = np.zeros(self.cuts.size - 1)
-        self.k._majorant_laws(ts, np.ascontiguousarray(self.qs, dtype=np.float64), self.H, self.cuts, law, err)
+        self.k._majorant_laws(ts, self.qs, self.H, self.cuts, law, err, TRUSTED)
         sizes = np.diff(self.cuts)
         # a one-token block is one leaf, whose law is its hit mass (0 where q is)
         first = self.cuts[:-1][sizes == 1]
@@ -170,10 +172,8 @@ class ChordPlan:
         got = self._arrays.get(i)
         if got is None:
             A, B = int(self.cuts[i]), int(self.cuts[i + 1])
-            T = np.concatenate(([0.0], np.cumsum(self.t[self.order[A:B]])))
-            Q = np.concatenate(([0.0], np.cumsum(self.qs[A:B])))
-            H = self.H[A:B + 1] - self.H[A]
-            got = (A, T, H, Q, self.k._prefix2(np.ascontiguousarray(self.qs[A:B])), np.empty(B - A + 1, np.int64))
+            T, Q, H, Qh, Ql = self.k._block_sums(self.ts, self.qs, self.H, A, B)
+            got = (A, T, H, Q, (Qh, Ql), np.empty(B - A + 1, np.int64))
             self._arrays[i] = got
         return got
 
