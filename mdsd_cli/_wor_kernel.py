@@ -247,14 +247,26 @@ def _wor_hit_chain_loops(qs, n_eff, t, h, left, cutoff):  # pragma: no cover - c
 
 
 def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
-    """``H[k]`` for a pair without replacement in closed form: the pair misses the prefix iff
-    both draws lie in the suffix, ``sum_{y in suffix} r_y (S - q_y) = R S - sum r q`` with
-    ``r = q / (1 - q)``, ``S``, ``R`` the suffix masses (no cancellation while ``q <= 1/2``)."""
-    r = qs / (1.0 - qs)
+    """``H[k]`` for a pair without replacement in closed form (``qs`` normalised, at least two
+    positive). The pair misses the prefix iff both draws lie in the suffix ``k..``: with
+    ``r = q / (1 - q)``, ``S`` and ``R`` the suffix masses of ``q`` and ``r``,
+    ``M_k = sum_{y >= k} r_y (S_k - q_y)``, and ``M_k = M_{k+1} + r_k S_{k+1} + q_k R_{k+1}``: a sum
+    of non-negative terms, so no cancellation whatever the masses (a token above 1/2 included: its
+    ``1 - q`` is the mass of the others, summed). Returns None where that mass is below 1e-100 (``r``
+    near overflow; the quadrature then rescales the rates instead)."""
     S = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    rest = 1.0 - qs
+    big = np.flatnonzero(qs > 0.5)
+    if big.size:
+        above = np.concatenate(([0.0], np.cumsum(qs)))[big]
+        rest[big] = above + S[big + 1]  # the masses above it and below it
+        if rest[big].min() < 1e-100:
+            return None
+    r = qs / rest
     R = np.concatenate((np.cumsum(r[::-1])[::-1], [0.0]))
-    W = np.concatenate((np.cumsum((r * qs)[::-1])[::-1], [0.0]))
-    return np.clip(1.0 - (R * S - W), 0.0, 1.0)
+    terms = r * S[1:] + qs * R[1:]
+    M = np.concatenate((np.cumsum(terms[::-1])[::-1], [0.0]))
+    return np.clip(1.0 - M, 0.0, 1.0)
 
 
 def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:
@@ -263,8 +275,10 @@ def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float
     Uses the numba kernel when available, else :func:`wor_hit_chain_numpy`.
     """
     qs = np.ascontiguousarray(qs, dtype=np.float64)
-    if min(int(n), int(np.count_nonzero(qs > 0))) == 2 and qs.max() <= 0.5 * qs.sum():
-        return pair_hit_chain(qs / qs.sum())
+    if min(int(n), int(np.count_nonzero(qs > 0))) == 2:
+        pair = pair_hit_chain(qs / qs.sum())
+        if pair is not None:
+            return pair
     kernel = compiled(_wor_hit_chain_loops)
     if kernel is None:
         return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)

@@ -122,6 +122,32 @@ def test_wor_compiled_kernel_equals_pure_numpy():
         np.testing.assert_allclose(wor_hit_chain(q, n), wor_hit_chain_numpy(q, n), rtol=0, atol=1e-12)
 
 
+def test_pair_hit_chain_in_closed_form_with_a_dominant_token():
+    """n = 2 in closed form even where one token holds more than half the mass (its ``1 - q`` summed
+    from the others): against the subset DP at V = 14 and the quadrature at V = 3,000, whatever the
+    dominant token's place in the chain; masses so lopsided that ``r`` would overflow go to the quadrature."""
+    from mdsd_cli._wor_kernel import pair_hit_chain
+
+    rng = np.random.default_rng(8)
+    V, full = 14, (1 << 14) - 1
+    for top in (0.6, 0.9, 1 - 1e-9):
+        q = rng.dirichlet(np.ones(V)) * (1 - top)
+        q[rng.integers(V)] = top
+        q /= q.sum()
+        order = rng.permutation(V)
+        H = pair_hit_chain(q[order])
+        all_in = _zeta(_wor_set_law(q, 2, V), V)
+        for k in range(V + 1):
+            mask = sum(1 << int(i) for i in order[:k])
+            assert H[k] == pytest.approx(1.0 - all_in[full ^ mask], abs=1e-13)
+        big = rng.dirichlet(np.ones(3000) * 0.3) * (1 - top)
+        big[rng.integers(3000)] = top
+        big = big[rng.permutation(3000)]
+        np.testing.assert_allclose(wor_hit_chain(big, 2), wor_hit_chain_numpy(big, 2), rtol=0, atol=1e-12)
+    assert pair_hit_chain(np.array([1.0, 5e-324])) is None
+    np.testing.assert_allclose(wor_hit_chain(np.array([1.0, 5e-324]), 2), [0.0, 1.0, 1.0], atol=1e-12)
+
+
 def test_wor_extreme_dynamic_range():
     # tokens 2 and 3 are drawn third with probability 1/2 each although q is ~1e-40
     q = np.array([1 - 1e-20, 1e-20, 1e-40, 1e-40])
