@@ -266,7 +266,9 @@ def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
     R = np.concatenate((np.cumsum(r[::-1])[::-1], [0.0]))
     terms = r * S[1:] + qs * R[1:]
     M = np.concatenate((np.cumsum(terms[::-1])[::-1], [0.0]))
-    return np.clip(1.0 - M, 0.0, 1.0)
+    H = np.clip(1.0 - M, 0.0, 1.0)
+    H[np.concatenate(([0.0], np.cumsum(qs))) <= 0.0] = 0.0  # a prefix without draft mass is never hit (not ~1e-14)
+    return H
 
 
 def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float = T_LO) -> np.ndarray:

@@ -144,6 +144,7 @@ def test_pair_hit_chain_in_closed_form_with_a_dominant_token():
         big[rng.integers(3000)] = top
         big = big[rng.permutation(3000)]
         np.testing.assert_allclose(wor_hit_chain(big, 2), wor_hit_chain_numpy(big, 2), rtol=0, atol=1e-12)
+        assert wor_hit_chain(big, 2)[0] == 0.0 and wor_hit_chain(np.concatenate(([0.0], big)), 2)[:2].max() == 0.0
     assert pair_hit_chain(np.array([1.0, 5e-324])) is None
     np.testing.assert_allclose(wor_hit_chain(np.array([1.0, 5e-324]), 2), [0.0, 1.0, 1.0], atol=1e-12)
 
