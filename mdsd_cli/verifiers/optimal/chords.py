@@ -134,7 +134,7 @@ class ChordPlan:
         self.cuts = np.asarray(cuts, dtype=np.int64)
         self.t = t
         self.H = np.asarray(H, dtype=np.float64)
-        self.qs = q[order]
+        self.qs = np.ascontiguousarray(q[order], dtype=np.float64)
         self.above = np.concatenate(([0.0], np.cumsum(self.qs)))  # Q(a): draft mass above position a
         self.total = float(q.sum())
         self._arrays: dict[int, tuple] = {}
@@ -145,7 +145,6 @@ class ChordPlan:
         #: of it (always seen), else that law (``t`` not concave, or above the hit curve, past rounding).
         self.law = np.zeros(self.V)
         self.ts = ts = np.ascontiguousarray(t[order], dtype=np.float64)
-        self.qs = np.ascontiguousarray(self.qs, dtype=np.float64)
         law = np.zeros(self.V)
         err = np.zeros(self.cuts.size - 1)
         self.k._majorant_laws(ts, self.qs, self.H, self.cuts, law, err, TRUSTED)

@@ -104,7 +104,7 @@ class OptimalWOR(LuceVerifier):
         the rule's law is the candidate law ``t`` itself (``H``: the hit probabilities along the chain)."""
         block, count, first_tail = block_index(order, K, cuts, self.q)
         self._chords = ChordPlan(self.q, order, t, cuts, H)
-        c = self._chords.law  # t, up to rounding where the hit curve's noise steered a split (then a bit less)
+        c = self._chords.law  # t; a block whose majorant law misses it by more than 1e-9 gets that law
         info = {"K": K, "blocks": count, "iterations": 0, "residual": float(np.abs(c - t).sum()),
                 "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
         return block, np.ones(self.V), c, t, info
