@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mdsd_cli import acceptance_rate, optimal_acceptance
 from mdsd_cli._malloc import tune_allocator
-from mdsd_cli._wor_kernel import wor_hit_chain
+from mdsd_cli._wor_kernel import pair_hit_chain, wor_hit_chain
 from mdsd_cli.bench import FIGURES, BenchConfig, random_pairs, run_benchmarks
 from mdsd_cli.cli.app import app
 
@@ -39,10 +39,17 @@ def test_compiled_kernels_equal_pure_numpy(monkeypatch):
     compiled = {s: optimal_acceptance(P, Q, 4, sampler=s) for s in ("iid", "wor", "greedy")}
     order = np.argsort(-P[0] / Q[0])
     hit = wor_hit_chain(Q[0][order], 8)
+    lopsided = Q[1] * 1e-3
+    lopsided[7] = 1.0
+    lopsided /= lopsided.sum()
+    pairs = [pair_hit_chain(Q[1][order]), pair_hit_chain(lopsided[order]), pair_hit_chain(np.array([1.0, 5e-324]))]
     monkeypatch.setenv("MDSD_DISABLE_NUMBA", "1")
     for s, values in compiled.items():
         np.testing.assert_allclose(optimal_acceptance(P, Q, 4, sampler=s), values, rtol=0, atol=1e-12)
     np.testing.assert_allclose(wor_hit_chain(Q[0][order], 8), hit, rtol=0, atol=1e-12)
+    for got, qs in zip(pairs[:2], (Q[1][order], lopsided[order])):  # the same sums in the same order
+        np.testing.assert_allclose(pair_hit_chain(qs), got, rtol=0, atol=1e-15)
+    assert pairs[2] is None and pair_hit_chain(np.array([1.0, 5e-324])) is None
 
 
 def test_iid_scan_kernel_keeps_canonical_prefixes_under_ties():

@@ -122,6 +122,34 @@ def test_wor_compiled_kernel_equals_pure_numpy():
         np.testing.assert_allclose(wor_hit_chain(q, n), wor_hit_chain_numpy(q, n), rtol=0, atol=1e-12)
 
 
+def test_wor_hit_chain_on_its_short_grid_against_a_fine_one():
+    """The kernel's grid (left end raised by ``left_end``, step ``ln 2 / m``, ``e^{-q t}`` by doubling)
+    against the numpy reference on a grid half as coarse from t = 1e-12, and ``_fill`` against direct
+    exponentials: ``1 - e^{-q t}`` to relative precision, ``e^{-q t}`` to absolute."""
+    from mdsd_cli._wor_kernel import _fill, _grid, default_step
+
+    rng = np.random.default_rng(9)
+    for V, n in ((400, 3), (1500, 4), (800, 8), (300, 16)):
+        for q in (rng.dirichlet(np.full(V, 0.3)), np.exp(rng.normal(0, 3, V))):
+            q = q / q.sum()
+            fine = wor_hit_chain_numpy(q, n, h=default_step(n) / 2, t_lo=1e-12)
+            np.testing.assert_allclose(wor_hit_chain(q, n), fine, rtol=0, atol=1e-13)
+    t = _grid(1e6, 3, 1e-4)
+    S, C = np.empty(t.size), np.empty(t.size)
+    for a in np.geomspace(1e-6, 10.0, 60):
+        _fill(a, t, 3, t.size, S, C)
+        np.testing.assert_allclose(S, -np.expm1(-a * t), rtol=1e-14, atol=0)
+        np.testing.assert_allclose(C, np.exp(-a * t), rtol=0, atol=1e-15)
+        assert np.array_equal(t[3:], 2 * t[:-3])
+    t = _grid(1e-100, 3, 1e-170)  # a t from the denormals up: relative precision wherever a t is normal
+    S, C = np.empty(t.size), np.empty(t.size)
+    for a in (1e-150, 3e-145, 1e-140):
+        _fill(a, t, 3, t.size, S, C)
+        y = a * t
+        normal = y > 1e-290
+        np.testing.assert_allclose(S[normal], -np.expm1(-y[normal]), rtol=1e-14, atol=0)
+
+
 def test_pair_hit_chain_in_closed_form_with_a_dominant_token():
     """n = 2 in closed form even where one token holds more than half the mass (its ``1 - q`` summed
     from the others): against the subset DP at V = 14 and the quadrature at V = 3,000, whatever the
@@ -204,6 +232,18 @@ def test_ratio_order_is_canonical():
     assert ratio_order(p, q).tolist() == [4, 0, 1, 2, 5, 3]
     batch = ratio_order(np.stack([p, p]), np.stack([q, q]))
     assert batch.tolist() == [[4, 0, 1, 2, 5, 3]] * 2
+    # both ways of sorting (stable at once up to STABLE_BELOW tokens, else sort and repair the ties) give
+    # the lexicographic order (key, index), on rows full of ties, zeros and 0/0
+    from mdsd_cli.samplers.laws import STABLE_BELOW
+
+    rng = np.random.default_rng(12)
+    for V in (50, STABLE_BELOW, STABLE_BELOW + 1, 20000):
+        P, Q = rng.integers(0, 4, (3, V)).astype(float), rng.integers(0, 4, (3, V)).astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            key = np.abs(Q / P)
+        want = np.stack([np.lexsort((np.arange(V), np.where(np.isnan(k), np.inf, k), np.isnan(k))) for k in key])
+        assert np.array_equal(ratio_order(P, Q), want)
+        assert all(np.array_equal(ratio_order(P[i], Q[i]), want[i]) for i in range(3))
 
 
 def test_sampler_input_errors():

@@ -296,6 +296,43 @@ def test_block_index_is_the_priority_blocks():
         assert np.array_equal(block, expected) and count == len(blocks) and tail == first_tail
 
 
+def test_compiled_chain_targets_equal_numpy():
+    """The compiled pass of ``chain_targets`` and ``block_index`` against their numpy references on
+    every kind of case (ties, zeros, one-hot targets, a dominant draft token, masses down to 1e-300,
+    rounded masses that tie the chain into tight cuts): the same ``K``, cuts and blocks, ``t`` to 1e-15."""
+    from mdsd_cli._jit import numba_enabled
+    from mdsd_cli.samplers import ratio_order
+    from mdsd_cli.verifiers.optimal.candidate import (
+        block_index,
+        block_index_numpy,
+        chain_targets,
+        chain_targets_numpy,
+    )
+
+    if not numba_enabled():
+        pytest.skip("numba is off: chain_targets is the numpy version")
+    rng = np.random.default_rng(41)
+    sampler = get_sampler("wor")
+    for trial in range(300):
+        V = int(rng.integers(2, 60)) if trial % 10 else int(rng.integers(500, 3000))
+        p, q = _case(rng, V, trial % 5)
+        if trial % 7 == 3:  # masses spread over 300 decades
+            p = rng.random(V) * 10.0 ** -rng.integers(0, 300, V).astype(float)
+            q = rng.random(V) * 10.0 ** -rng.integers(0, 300, V).astype(float)
+            p, q = p / p.sum(), q / q.sum()
+        if trial % 2:
+            p, q = np.round(p * 8) + 1e-12, np.round(q * 8) + (q > 0) * 1e-12
+            p, q = p / p.sum(), q / q.sum()
+        n = 2 + trial % 4
+        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)
+        assert np.array_equal(order, ratio_order(p, q))
+        order2, K2, t2, cuts2, H2 = chain_targets_numpy(p, q, order, H, hits=True)
+        assert K == K2 and np.array_equal(cuts, cuts2), (trial, K, K2)
+        np.testing.assert_allclose(t, t2, rtol=0, atol=1e-15)
+        got, want = block_index(order, K, cuts, q), block_index_numpy(order, K, cuts, q)
+        assert np.array_equal(got[0], want[0]) and got[1:] == want[1:]
+
+
 def _block_data(p, q, n):
     """Every block of two or more tokens of ``(p, q, n)``: ``(plan, i, A, T, H, Q)``."""
     from mdsd_cli.verifiers.optimal.candidate import chain_targets

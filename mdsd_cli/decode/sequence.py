@@ -395,6 +395,15 @@ def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
     return got / total
 
 
+def _draw_pick(v, drafts: np.ndarray, rng) -> int:
+    """The index of the draft the per-node verifier ``v`` picks among ``drafts`` (one node's), drawn by the
+    verifier's own rule: the law :func:`_pick_law` gives, without its exact choice probabilities (which
+    cost ``optimal-wor`` a block's whole tree of splits). A repeated token (iid drafts) goes to its first
+    instance: the instances' subtrees are drawn alike, so which one is walked does not change the law."""
+    token = int(v.pick(drafts[None, :], rng)[0])
+    return int(np.flatnonzero(drafts == token)[0])
+
+
 class _Selections:
     """The per-node optimal verifier of every node that needs one (``optimal-iid`` or ``optimal-wor`` for the
     node's own ``(p, q, n)``, built on first use): which child it picks and with which law."""
@@ -406,18 +415,28 @@ class _Selections:
         self.cls = VERIFIERS[_per_node_optimum(sampler)]
         self.laws: dict[int, np.ndarray] = {}
         self.picks: dict[int, np.ndarray] = {}
+        self.verifiers: dict = {}
+
+    def verifier(self, u: int):
+        """Node ``u``'s per-node optimal verifier (built once); its candidate law goes to ``laws``."""
+        got = self.verifiers.get(u)
+        if got is None:
+            got = _node_verifier(self, self.P[u], self.tree.q[u], self.tree.n[u], reuse=True)
+            self.verifiers[u] = got
+            self.laws[u] = np.asarray(got.candidate, dtype=float)
+        return got
 
     def at(self, u: int) -> np.ndarray:
         """``P(child k is picked)`` for node ``u``'s children (the i-th draft is the i-th child)."""
         got = self.picks.get(u)
         if got is None:
-            tree = self.tree
-            drafts = np.asarray(tree.drafts[u], dtype=np.int64)
-            v = _node_verifier(self, self.P[u], tree.q[u], tree.n[u], reuse=True)
-            got = _pick_law(v, drafts)
+            got = _pick_law(self.verifier(u), np.asarray(self.tree.drafts[u], dtype=np.int64))
             self.picks[u] = got
-            self.laws[u] = np.asarray(v.candidate, dtype=float)
         return got
+
+    def draw(self, u: int, rng) -> int:
+        """The child of ``u`` its verifier picks, drawn (:func:`_draw_pick`)."""
+        return _draw_pick(self.verifier(u), np.asarray(self.tree.drafts[u], dtype=np.int64), rng)
 
 
 def _select_block_law(tree, P, sampler, out=None):
@@ -443,9 +462,7 @@ def _select_block_sample(tree, P, sampler, rng, cache=None):
     sel = _Selections(tree, P, sampler, cache)
     nodes = [0]
     while tree.children[nodes[-1]]:
-        pick = sel.at(nodes[-1])
-        k = int(np.searchsorted(np.cumsum(pick), rng.random() * pick.sum(), side="right"))
-        nodes.append(tree.children[nodes[-1]][min(k, len(pick) - 1)])
+        nodes.append(tree.children[nodes[-1]][sel.draw(nodes[-1], rng)])
     h, laws = _path_quantities(tree, nodes, P, sel.laws)
     return _path_sample(nodes, h, laws, rng)
 
@@ -559,11 +576,14 @@ class _Tries:
         return self.memo((u, w, order), lambda: self._at(u, w, order))
 
     def unit(self, c: int):
-        """Node ``c``'s per-node optimal verifier at weight 1 and its pick law for ``c``'s drafts (memoised)."""
-        def make():
-            v = _node_verifier(self, self.P[c], self.tree.q[c], self.tree.n[c], reuse=True)
-            return v, _pick_law(v, np.asarray(self.tree.drafts[c], dtype=np.int64))
-        return self.memo(("unit", c), make)
+        """Node ``c``'s per-node optimal verifier at weight 1 (memoised)."""
+        return self.memo(("unit", c), lambda: _node_verifier(self, self.P[c], self.tree.q[c], self.tree.n[c],
+                                                             reuse=True))
+
+    def unit_pick(self, c: int) -> np.ndarray:
+        """The pick law of :meth:`unit` for ``c``'s drafts (memoised; the exact law needs it, a sampled step
+        draws the pick instead, :func:`_draw_pick`)."""
+        return self.memo(("pick", c), lambda: _pick_law(self.unit(c), np.asarray(self.tree.drafts[c], dtype=np.int64)))
 
     def _at(self, u: int, w: float, order: bool):
         tree, Pu = self.tree, self.P[u]
@@ -703,7 +723,7 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
 def _race_prep(tree: DraftTree, tries: _Tries, u: int, w: float):
     """What :func:`_race_walk` needs at ``u`` (weight ``w``), a function of the tree's laws and drafts (memoised:
     the exact law asks again for every combination of picks): the residual ``r, rho``, the racing children
-    ``inner`` with their pick laws, the race table ``rank, beta`` (rows in ``inner``'s order), every child's own
+    ``inner`` (their verifiers: ``tries.unit``), the race table ``rank, beta`` (rows in ``inner``'s order), every child's own
     law ``A_j P_j - f_j`` and ``used = sum f``."""
     return tries.memo(("race", u, w), lambda: _race_table_at(tree, tries, u, w))
 
@@ -714,18 +734,16 @@ def _race_table_at(tree: DraftTree, tries: _Tries, u: int, w: float):
     kids = tree.children[u]
     inner = [j for j, c in enumerate(kids) if tree.children[c] and A[j] > 0.0]
     own = [A[j] * P[c] for j, c in enumerate(kids)]
-    picks, rank, beta, used = [], None, None, 0.0
+    rank, beta, used = None, None, 0.0
     if inner:
         cands = []
         for j in inner:
-            v, pick = tries.unit(kids[j])
-            picks.append(pick)
-            cands.append(np.asarray(v.candidate, dtype=float)[: P[kids[j]].size])
+            cands.append(np.asarray(tries.unit(kids[j]).candidate, dtype=float)[: P[kids[j]].size])
         rank, beta, deep = race_tables(np.stack([own[j] for j in inner]), np.stack(cands))
         for i, j in enumerate(inner):
             own[j] = np.maximum(own[j] - deep[i], 0.0)
         used = float(deep.sum())
-    return r, rho, inner, picks, rank, beta, own, used
+    return r, rho, inner, rank, beta, own, used
 
 
 def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
@@ -735,13 +753,14 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
     :func:`_select_traverse`."""
     P = tries.P
     kids = tree.children[u]
-    r, rho, inner, picks, rank, beta, own, used = _race_prep(tree, tries, u, w)
+    r, rho, inner, rank, beta, own, used = _race_prep(tree, tries, u, w)
     stay = 1.0
     if inner:
         if out is None:
             tried = []
             for i, j in enumerate(inner):
-                g = tree.children[kids[j]][int(sample_from_law(picks[i], 1, rng)[0])]
+                c = kids[j]
+                g = tree.children[c][_draw_pick(tries.unit(c), np.asarray(tree.drafts[c], dtype=np.int64), rng)]
                 z = tree.tokens[g]
                 if rank[i, z] >= 0:
                     tried.append((rank[i, z], g, float(beta[i, z])))
@@ -751,6 +770,7 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
                     return found, r, rho
         else:
             stay = 0.0
+            picks = [tries.unit_pick(kids[j]) for j in inner]
             for combo in itertools.product(*[np.flatnonzero(pk > 0.0) for pk in picks]):
                 prob = float(np.prod([picks[i][k] for i, k in enumerate(combo)]))
                 tried = []

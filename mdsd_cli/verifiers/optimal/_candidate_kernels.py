@@ -224,3 +224,133 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     for k in range(V):
         alpha, comp = _compensated_add(alpha, comp, ts[k] if ts[k] < ps[k] else ps[k])
     return K, ncut, alpha + comp
+
+
+@_jit
+def _chain_targets(ps, qs, H, tight, ts, cuts):
+    """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` after the chain and its hit
+    probabilities, in a few passes (the numpy version is the reference it is tested against):
+    ``ps, qs`` are ``p, q`` along the chain and ``H[k] = P(X hits chain[:k])``. Fills ``ts`` (the
+    candidate law along the chain) and ``cuts``; returns ``(K, number of cuts)``. The sums run in
+    the order numpy's cumulative sums take them."""
+    V = ps.shape[0]
+    Pc = np.empty(V + 1)
+    Pc[0] = 0.0
+    for k in range(V):
+        Pc[k + 1] = Pc[k] + ps[k]
+    gmin = np.inf
+    for k in range(V + 1):
+        g = H[k] - Pc[k]
+        if g < gmin:
+            gmin = g
+    K = 0
+    for k in range(V, -1, -1):
+        if H[k] - Pc[k] <= gmin + 1e-13:
+            K = k
+            break
+    suf = np.empty(V + 1)  # suffix sums of ps within each part (A* = [0, K), the tail [K, V))
+    suf[V] = 0.0
+    for k in range(V - 1, K - 1, -1):
+        suf[k] = suf[k + 1] + ps[k]
+    if K > 0:
+        suf[K] = 0.0
+        for k in range(K - 1, -1, -1):
+            suf[k] = suf[k + 1] + ps[k]
+    # on A*: min(p, lam q) summing to H[K], the capped tokens a prefix
+    for k in range(K):
+        ts[k] = ps[k]
+    total = H[K]
+    if K > 0 and total < suf[0]:
+        positive = 0.0
+        for k in range(K):
+            if qs[k] > 0.0:
+                positive += ps[k]
+        if total >= positive:
+            for k in range(K):
+                if qs[k] <= 0.0:
+                    ts[k] = 0.0
+        else:
+            pre = 0.0
+            cap = K
+            for k in range(K):
+                pre += qs[k]
+                if pre <= 0.0:
+                    continue
+                lam = (total - suf[k + 1]) / pre
+                if k == K - 1:
+                    nxt = -np.inf
+                elif qs[k + 1] > 0.0:
+                    nxt = ps[k + 1] / qs[k + 1]
+                else:
+                    nxt = np.inf
+                if lam >= nxt:
+                    cap = k + 1
+                    break
+            pre = 0.0
+            for k in range(cap):
+                pre += qs[k]
+            rest = total - suf[cap]
+            for k in range(cap):
+                v = qs[k] / pre * rest
+                if v < ps[k]:
+                    ts[k] = v
+    # after A*: max(p, kappa q) summing to 1 - H[K], the floored tokens a suffix
+    for k in range(K, V):
+        ts[k] = ps[k]
+    total = 1.0 - H[K]
+    if K < V and total > suf[K]:
+        sq = np.empty(V - K + 1)
+        sq[V - K] = 0.0
+        for k in range(V - 1, K - 1, -1):
+            sq[k - K] = sq[k - K + 1] + qs[k]
+        pre = np.empty(V - K)
+        run = 0.0
+        for k in range(K, V):
+            pre[k - K] = run
+            run += ps[k]
+        j = K
+        for k in range(V - 1, K - 1, -1):
+            if sq[k - K] <= 0.0:
+                continue
+            kappa = (total - pre[k - K]) / sq[k - K]
+            if k == K or qs[k - 1] <= 0.0 or kappa <= ps[k - 1] / qs[k - 1]:
+                j = k
+                break
+        rest = total - pre[j - K]
+        base = sq[j - K]
+        for k in range(j, V):
+            v = qs[k] / base * rest
+            if v > ps[k]:
+                ts[k] = v
+    # tight cuts: the cumulative t meets the hit probability (and 0, K, V)
+    ncut = 0
+    T = 0.0
+    for k in range(V + 1):
+        if k > 0:
+            T += ts[k - 1]
+        if k == 0 or k == K or k == V or abs(T - H[k]) <= tight * max(1.0, H[k]):
+            cuts[ncut] = k
+            ncut += 1
+    return K, ncut
+
+
+@_jit
+def _block_index(qs, order, K, cuts, block):
+    """:func:`~mdsd_cli.verifiers.optimal.candidate.block_index` in one pass: ``block[token]`` the
+    number of its block among those holding draft mass (the int64 maximum where ``q`` is 0);
+    returns ``(count, first_tail)`` (``first_tail`` -1 if no block lies after ``A*``)."""
+    count = 0
+    first_tail = -1
+    for b in range(cuts.shape[0] - 1):
+        found = False
+        for k in range(cuts[b], cuts[b + 1]):
+            if qs[k] > 0.0:
+                block[order[k]] = count
+                found = True
+            else:
+                block[order[k]] = np.iinfo(np.int64).max
+        if found:
+            if first_tail < 0 and cuts[b] >= K:
+                first_tail = count
+            count += 1
+    return count, first_tail

@@ -93,11 +93,30 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     ``t = max(p, kappa q)`` after it (summing to ``P(X misses A*)``); the cuts are
     the chain prefixes where the cumulative target meets ``P(X hits A_k)``.
     Returns ``(order, K, t, cuts)`` with ``t`` indexed by token, and the hit
-    probabilities ``H[k] = P(X hits A_k)`` after them with ``hits=True``.
+    probabilities ``H[k] = P(X hits A_k)`` after them with ``hits=True``. One
+    compiled pass after the order and ``H`` (:func:`chain_targets_numpy` when
+    numba is off).
     """
-    V = p.size
     order = ratio_order(p, q)
     H = sampler.hit_probability_chain(q, n, order)
+    if not numba_enabled():
+        return chain_targets_numpy(p, q, order, H, hits=hits)
+    from ._candidate_kernels import _chain_targets
+
+    V = p.size
+    ts, cuts = np.empty(V), np.empty(V + 2, dtype=np.int64)
+    K, ncut = _chain_targets(p[order], q[order], np.ascontiguousarray(H, dtype=np.float64), TIGHT, ts, cuts)
+    t = np.empty(V)
+    t[order] = ts
+    if hits:
+        return order, int(K), t, cuts[:ncut], H
+    return order, int(K), t, cuts[:ncut]
+
+
+def chain_targets_numpy(p, q, order, H, *, hits: bool = False):
+    """:func:`chain_targets` from the chain ``order`` and its hit probabilities ``H``, in numpy (the
+    reference the compiled kernel is tested against)."""
+    V = p.size
     P = np.concatenate(([0.0], np.cumsum(p[order])))
     g = H - P
     K = int(np.flatnonzero(g <= g.min() + 1e-13)[-1])  # the largest minimising prefix
@@ -134,6 +153,17 @@ def priority_blocks(order, K, cuts, q):
 def block_index(order, K, cuts, q):
     """:func:`priority_blocks` as arrays: ``(block, count, first_tail)``, ``block[token]`` the index
     of the token's block (the int64 maximum where ``q`` is 0), ``count`` the number of blocks."""
+    if not numba_enabled():
+        return block_index_numpy(order, K, cuts, q)
+    from ._candidate_kernels import _block_index
+
+    block = np.empty(order.size, dtype=np.int64)
+    count, first_tail = _block_index(q[order], order, int(K), np.asarray(cuts, dtype=np.int64), block)
+    return block, int(count), (int(first_tail) if first_tail >= 0 else None)
+
+
+def block_index_numpy(order, K, cuts, q):
+    """:func:`block_index` in numpy (the reference of the compiled one)."""
     sizes = np.diff(cuts)
     drafted = q[order] > 0
     per_position = np.repeat(np.arange(sizes.size), sizes)

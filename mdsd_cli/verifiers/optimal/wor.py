@@ -175,13 +175,25 @@ class OptimalWOR(LuceVerifier):
             out[r, first] = self._chords.choice(tokens)
         return out
 
+    def pick(self, drafts, rng):
+        """The chosen draft token of each row of ``drafts [M, n]``, drawn with law :meth:`choice` (the
+        nested chords: a segment from one uniform, the segment rule from another; no tree of splits is
+        built for it before a block has seen :data:`~.chords.TREE_AFTER` steps)."""
+        drafts = np.atleast_2d(drafts)
+        M = drafts.shape[0]
+        if getattr(self, "_chords", None) is not None:
+            u = rng.random((M, 2))
+            return np.array([self._chords.pick(np.unique(row), a, b) for row, (a, b) in zip(drafts, u)],
+                            dtype=np.int64)
+        law = np.cumsum(self.choice(drafts), axis=1)
+        k = (law < rng.random((M, 1)) * law[:, -1:]).sum(axis=1)
+        return drafts[np.arange(M), np.minimum(k, drafts.shape[1] - 1)]
+
     def sample(self, drafts, rng):
         if getattr(self, "_chords", None) is not None:
             drafts = np.atleast_2d(drafts)
             M = drafts.shape[0]
-            u = rng.random((M, 2))
-            z = np.array([self._chords.pick(np.unique(row), a, b) for row, (a, b) in zip(drafts, u)],
-                         dtype=np.int64)
+            z = self.pick(drafts, rng)
         elif getattr(self, "_rule", None) is None:
             return super().sample(drafts, rng)
         else:
