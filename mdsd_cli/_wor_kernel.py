@@ -34,10 +34,12 @@ Two implementations on the same grid: a numba kernel (default) and a pure-numpy
 one (a Python loop over tokens, vectorised over the grid), used when numba is
 unavailable or ``MDSD_DISABLE_NUMBA=1``; they agree to ~1e-15. The kernel spends
 ``m`` exponentials a token instead of ``G``: ``e^{-q t}`` at a point is the square
-of its value an octave earlier (:func:`_fill` keeps that to relative precision),
+of its value an octave earlier (:func:`~mdsd_cli._wor_loops._fill` keeps that to relative precision),
 and the prefix weight ``e^{-W_k t}`` is carried down the chain by dividing by
 each token's ``e^{-q t}`` (recomputed every 64 tokens); ~2.6x faster than one
-exponential per token and point (n = 4, V = 2,380: ~0.9 ms).
+exponential per token and point (n = 4, V = 2,380: ~0.9 ms). The compiled loops
+live in :mod:`mdsd_cli._wor_loops`, imported on first use (``mdsd --help`` never
+loads numba).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import math
 
 import numpy as np
 
-from ._jit import compiled, kernel, numba_enabled  # noqa: F401 (re-exported)
+from ._jit import compiled, numba_enabled  # noqa: F401 (re-exported)
 
 
 def default_step(n: int) -> float:
@@ -162,7 +164,7 @@ def _suffix_kth_largest(qs, k):
 def _grid(t_hi: float, m: int, t_lo: float) -> np.ndarray:
     """``t_j = t_lo 2^(j / m)`` from ``t_lo`` to at least ``t_hi``: each point is exactly twice the one
     ``m`` before it (``ldexp`` of the first ``m``), so ``e^{-q t}`` there is the square of the value
-    ``m`` points before (see :func:`_fill`)."""
+    ``m`` points before (see :func:`~mdsd_cli._wor_loops._fill`)."""
     ratio = t_hi / t_lo
     span = math.log(ratio) if math.isfinite(ratio) else math.log(t_hi) - math.log(t_lo)
     h = math.log(2.0) / m
@@ -234,160 +236,6 @@ def _numpy_sweep(qs, n_eff, t, h, t_lo, d, W, pmf, less, H):
             H[k] = Wk * (h * f.sum() + t_lo * _left_tail(Wk * t_lo, d))
 
 
-@kernel
-def _fill(a, t, m, G, S, C):  # pragma: no cover - compiled
-    """``S[j] = 1 - e^{-a t_j}`` and ``C[j] = e^{-a t_j}`` for ``j < G``: the first ``m`` points directly
-    (``expm1`` below ln 2, to relative precision), then by doubling the time, ``C' = C^2``, kept
-    accurate by squaring whichever of the two is below 1/2: ``S' = S (2 - S)`` while ``S < 1/2`` (its
-    relative error grows by a few ulp a step; ``C = 1 - S`` is then above 1/2), ``C' = C^2`` after it
-    (the relative error doubles, but ``C`` falls doubly exponentially: its absolute error stays below
-    an ulp). Values below 1e-300 are set to 0 (no denormal arithmetic); below 1e-290, ``1 - e^{-a t}``
-    is ``a t`` itself (doubling a denormal would keep its few bits)."""
-    first = min(m, G)
-    for i in range(first):
-        y = a * t[i]
-        if y < 0.6931471805599453:
-            s = -math.expm1(-y)
-            S[i] = s
-            C[i] = 1.0 - s
-        else:
-            c = math.exp(-y)
-            if c < 1e-300:
-                c = 0.0
-            C[i] = c
-            S[i] = 1.0 - c
-    for j in range(m, G):
-        sp = S[j - m]
-        if sp < 1e-290:  # a denormal seed keeps few bits: take the product itself (1 - e^{-y} = y here)
-            S[j] = a * t[j]
-            C[j] = 1.0
-        elif sp < 0.5:
-            sn = sp * (2.0 - sp)
-            S[j] = sn
-            C[j] = 1.0 - sn
-        else:
-            cp = C[j - m]
-            cn = cp * cp
-            if cn < 1e-300:
-                cn = 0.0
-            C[j] = cn
-            S[j] = 1.0 - cn
-
-
-def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - compiled
-    # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
-    # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token). The
-    # weight e^{-W_k t} of the prefix is carried down as well, divided by the token's e^{-q t} at each
-    # step (recomputed every 64 tokens), on the points with W_k t <= 50 only (beyond, the terms are
-    # below e^{-50}; a point entering that range gets its own exponential).
-    V = qs.shape[0]
-    G = t.shape[0]
-    W = np.empty(V + 1)
-    W[0] = 0.0
-    for i in range(V):
-        W[i + 1] = W[i] + qs[i]
-    pmf = np.zeros((n_eff, G))
-    for j in range(G):
-        pmf[0, j] = 1.0
-    less = np.ones(G)
-    S = np.empty(G)
-    C = np.empty(G)
-    E = np.zeros(G)
-    H = np.empty(V + 1)
-    H[V] = 1.0
-    count = 0
-    M = d.shape[0]
-    top = n_eff - 1
-    G2 = 0  # E[j] = e^{-W t_j} for j < G2, W the mass of the current prefix
-    for k in range(V - 1, -1, -1):
-        qk = qs[k]
-        Wk = W[k]
-        if qk > 0.0:
-            count += 1
-            _fill(qk, t, m, G, S, C)
-            last = pmf[top]
-            for j in range(G):
-                less[j] -= S[j] * last[j]
-            for r in range(top, 0, -1):
-                row = pmf[r]
-                below = pmf[r - 1]
-                for j in range(G):
-                    row[j] = row[j] * C[j] + below[j] * S[j]
-            row0 = pmf[0]
-            for j in range(G):
-                row0[j] *= C[j]
-            if (k & 63) == 0:
-                G2 = 0
-            else:
-                for j in range(G2):
-                    E[j] = E[j] / C[j]
-        if Wk <= 0.0:
-            H[k] = 0.0
-            continue
-        if G2 == 0:
-            n2 = G
-            while n2 > 0 and Wk * t[n2 - 1] > 50.0:
-                n2 -= 1
-            for j in range(n2):
-                E[j] = math.exp(-Wk * t[j])
-            G2 = n2
-        else:
-            while G2 < G and Wk * t[G2] <= 50.0:
-                E[G2] = math.exp(-Wk * t[G2])
-                G2 += 1
-        if qk == 0.0:
-            H[k] = H[k + 1]
-        elif count < n_eff:
-            H[k] = 1.0
-        else:
-            acc = 0.0
-            for j in range(G2):
-                lj = less[j]
-                if lj > 0.0:
-                    acc += t[j] * E[j] * lj
-            x0 = Wk * t_lo
-            tail = d[M - 1]
-            for i in range(M - 2, -1, -1):
-                tail = d[i] - x0 * tail
-            v = Wk * (h * acc + t_lo * tail)
-            H[k] = min(max(v, 0.0), 1.0)
-    return H
-
-
-@kernel
-def _pair_loops(qs, H):  # pragma: no cover - compiled
-    """:func:`pair_hit_chain` in three passes (the same sums in the same order); False where a dominant
-    token's ``1 - q`` is below 1e-100."""
-    V = qs.shape[0]
-    S = np.empty(V + 1)
-    S[V] = 0.0
-    for k in range(V - 1, -1, -1):
-        S[k] = S[k + 1] + qs[k]
-    r = np.empty(V)
-    above = 0.0
-    for k in range(V):
-        rest = 1.0 - qs[k]
-        if qs[k] > 0.5:
-            rest = above + S[k + 1]
-            if rest < 1e-100:
-                return False
-        r[k] = qs[k] / rest
-        above += qs[k]
-    R = 0.0  # suffix sums of r and of the terms, from the end
-    M = 0.0
-    H[V] = 1.0
-    for k in range(V - 1, -1, -1):
-        M += r[k] * S[k + 1] + qs[k] * R
-        R += r[k]
-        H[k] = min(max(1.0 - M, 0.0), 1.0)
-    above = 0.0
-    for k in range(V):
-        if above <= 0.0:
-            H[k] = 0.0  # a prefix without draft mass is never hit (not ~1e-14)
-        above += qs[k]
-    return True
-
-
 def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
     """``H[k]`` for a pair without replacement in closed form (``qs`` normalised, at least two
     positive). The pair misses the prefix iff both draws lie in the suffix ``k..``: with
@@ -395,9 +243,11 @@ def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
     ``M_k = sum_{y >= k} r_y (S_k - q_y)``, and ``M_k = M_{k+1} + r_k S_{k+1} + q_k R_{k+1}``: a sum
     of non-negative terms, so no cancellation whatever the masses (a token above 1/2 included: its
     ``1 - q`` is the mass of the others, summed). Returns None where that mass is below 1e-100 (``r``
-    near overflow; the quadrature then rescales the rates instead). Compiled (:func:`_pair_loops`)
+    near overflow; the quadrature then rescales the rates instead). Compiled (:func:`~mdsd_cli._wor_loops._pair_loops`)
     when numba is on."""
     if numba_enabled():
+        from ._wor_loops import _pair_loops
+
         H = np.empty(qs.size + 1)
         return H if _pair_loops(np.ascontiguousarray(qs, dtype=np.float64), H) else None
     S = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
@@ -429,8 +279,9 @@ def wor_hit_chain(qs: np.ndarray, n: int, *, h: float | None = None, t_lo: float
         pair = pair_hit_chain(qs / qs.sum())
         if pair is not None:
             return pair
-    kernel = compiled(_wor_hit_chain_loops)
-    if kernel is None or not (qs > 0).any():
+    if not numba_enabled() or not (qs > 0).any():
         return wor_hit_chain_numpy(qs, n, h=h, t_lo=t_lo)
+    from ._wor_loops import _wor_hit_chain_loops
+
     rates, n_eff, m, h, t, t_lo = _grid_for(qs, n, h, t_lo)
-    return kernel(rates, n_eff, t, m, h, t_lo, left_tail_terms(h))
+    return _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, left_tail_terms(h))

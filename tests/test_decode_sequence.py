@@ -299,7 +299,7 @@ def test_race_tables_are_the_enumerated_race(K, V, seed):
     1 - sum f; and the compiled pass must equal its plain version."""
     import itertools
 
-    from mdsd_cli.decode.sequence import _race_pass, race_tables
+    from mdsd_cli.decode.sequence import _race_keys, _race_pass, race_tables
 
     rng = np.random.default_rng(seed)
     cands = rng.dirichlet(np.ones(V), size=K)
@@ -326,9 +326,13 @@ def test_race_tables_are_the_enumerated_race(K, V, seed):
     plain = getattr(_race_pass, "py_func", _race_pass)
     js, zs = np.nonzero(rank >= 0)
     order = np.argsort(rank[js, zs])
-    b2, f2 = np.zeros((K, V)), np.zeros((K, V))
-    plain(js[order], zs[order], caps, cands, b2, f2)
+    b2, f2, r2 = np.zeros((K, V)), np.zeros((K, V)), np.full((K, V), -1, dtype=np.int64)
+    plain(js[order], zs[order], caps, cands, b2, f2, r2)
     assert np.allclose(b2, beta, rtol=0, atol=1e-15) and np.allclose(f2, f, rtol=0, atol=1e-15)
+    assert np.array_equal(r2, rank)
+    keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
+    live = getattr(_race_keys, "py_func", _race_keys)(caps, cands, keys, pairs)
+    assert live == int((rank >= 0).sum()) and np.array_equal(pairs[:live], np.flatnonzero(rank.ravel() >= 0))
     assert rank[0, -1] < rank[1, -1]  # the tie goes to the smaller child
 
 

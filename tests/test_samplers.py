@@ -126,7 +126,8 @@ def test_wor_hit_chain_on_its_short_grid_against_a_fine_one():
     """The kernel's grid (left end raised by ``left_end``, step ``ln 2 / m``, ``e^{-q t}`` by doubling)
     against the numpy reference on a grid half as coarse from t = 1e-12, and ``_fill`` against direct
     exponentials: ``1 - e^{-q t}`` to relative precision, ``e^{-q t}`` to absolute."""
-    from mdsd_cli._wor_kernel import _fill, _grid, default_step
+    from mdsd_cli._wor_kernel import _grid, default_step
+    from mdsd_cli._wor_loops import _fill
 
     rng = np.random.default_rng(9)
     for V, n in ((400, 3), (1500, 4), (800, 8), (300, 16)):

@@ -88,13 +88,14 @@ def tree_verifier_rows(config) -> list[dict]:
     run (issue "optimal tree verifier": within 5x): the synthetic pair at ``decode_vocab`` (V = 2,380 by
     default, ``pydoc-ngram``'s size), ``2x4`` and ``4x3`` trees, iid and wor drafts, T = 1; the verification
     time per step (tempering the target's rows on the walk, every set-up, the coins and the bonus token;
-    models and drafting excluded), median over the steps."""
+    models and drafting excluded), median over the steps of four times the figure's prompts."""
     from ..decode import plan_decode, run_decode
     from ..models.synthetic import synthetic_models, synthetic_prompts
 
     V = config.decode_vocab
     target, draft = synthetic_models(V, seed=config.seed)
-    prompts = synthetic_prompts(config.decode_prompts, V, seed=config.seed)
+    # four times the figure's prompts: the medians are over 50-70 steps (a step's cost varies with the walk)
+    prompts = synthetic_prompts(4 * config.decode_prompts, V, seed=config.seed)
     rows = []
     for tree in ("2x4", "4x3"):
         for sampler in ("iid", "wor"):

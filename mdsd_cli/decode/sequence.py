@@ -679,13 +679,30 @@ def _select_traversal_sample(tree, P, sampler, rng, cache=None):
 # --- select-race: the children's candidates race by their cap-to-candidate ratio ---------------------------
 
 @kernel
-def _race_pass(js, zs, caps, cands, beta, deep):  # pragma: no cover - compiled (the plain version is tested)
-    """The race's one pass over the (child, token) pairs ``(js[p], zs[p])`` in order: ``beta`` and ``deep``
-    (``f``), filled in place; ``S_j`` is the probability that child ``j`` has not won yet."""
+def _race_keys(caps, cands, keys, pairs):  # pragma: no cover - compiled (the plain version is tested)
+    """The race's sort keys: ``-caps / cands`` of every pair with both positive, and the pair's flat index
+    ``j V + z``, in row-major order; returns how many."""
+    K, V = caps.shape
+    count = 0
+    for j in range(K):
+        for z in range(V):
+            if cands[j, z] > 0.0 and caps[j, z] > 0.0:
+                keys[count] = -(caps[j, z] / cands[j, z])
+                pairs[count] = j * V + z
+                count += 1
+    return count
+
+
+@kernel
+def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - compiled (the plain version is tested)
+    """The race's one pass over the (child, token) pairs ``(js[p], zs[p])`` in order: ``beta``, ``deep``
+    (``f``) and ``rank`` (the pair's place in the order), filled in place; ``S_j`` is the probability that
+    child ``j`` has not won yet."""
     K = caps.shape[0]
     S = np.ones(K)
     for p in range(js.size):
         j, z = js[p], zs[p]
+        rank[j, z] = p
         reach = 1.0
         for i in range(K):
             if i != j:
@@ -707,16 +724,14 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     ``f_j(z) = t_j(z) beta_j(z) reach`` and ``S_j -= t_j(z) beta_j(z)``. Returns ``(rank, beta, f)`` (rank -1:
     not in the race); ``f <= caps`` by construction."""
     K, V = caps.shape
-    live = (cands > 0.0) & (caps > 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(live, caps / np.where(live, cands, 1.0), 0.0)
-    js, zs = np.nonzero(live)  # row-major: j, then z
-    order = np.argsort(-ratio[js, zs], kind="stable")
-    js, zs = js[order].astype(np.int64), zs[order].astype(np.int64)
+    caps, cands = np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float)
+    keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
+    live = _race_keys(caps, cands, keys, pairs)  # row-major: j, then z
+    order = pairs[np.argsort(keys[:live], kind="stable")]
+    js, zs = order // V, order % V
     beta, deep = np.zeros((K, V)), np.zeros((K, V))
-    _race_pass(js, zs, np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float), beta, deep)
     rank = np.full((K, V), -1, dtype=np.int64)
-    rank[js, zs] = np.arange(js.size)
+    _race_pass(js, zs, caps, cands, beta, deep, rank)
     return rank, beta, deep
 
 

@@ -779,3 +779,37 @@ def _bridge_path(T, H, Q, j, na, nb, nrho, nc, nl, nr):
             b = lo_b
         # where both ends moved at one level, the next node splits again at the same level (weight 0)
     return count
+
+
+@_jit
+def _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law):
+    """What :class:`~mdsd_cli.verifiers.optimal.chords.ChordPlan` keeps, in a few passes: ``pos`` (the
+    chain position of each token), ``qs`` and ``ts`` (q and t along the chain), ``above`` (draft mass
+    above each position) and ``law`` (by token: ``t``, or the rule's own law on a block whose
+    majorant law misses ``t`` by more than ``cap``, :func:`_majorant_laws`; a one-token block's law
+    is its hit mass). Returns the number of such blocks."""
+    V = order.shape[0]
+    for k in range(V):
+        y = order[k]
+        pos[y] = k
+        qs[k] = q[y]
+        ts[k] = t[y]
+    above[0] = 0.0
+    for k in range(V):
+        above[k + 1] = above[k] + qs[k]
+    nb = cuts.shape[0] - 1
+    chain_law = np.zeros(V)
+    err = np.zeros(nb)
+    _majorant_laws(ts, qs, H, cuts, chain_law, err, cap)
+    steered = 0
+    for b in range(nb):
+        a, e = cuts[b], cuts[b + 1]
+        if e - a == 1:
+            chain_law[a] = H[a + 1] - H[a] if qs[a] > 0.0 else 0.0
+            err[b] = abs(chain_law[a] - ts[a])
+        bad = err[b] > cap
+        if bad:
+            steered += 1
+        for k in range(a, e):
+            law[order[k]] = max(chain_law[k], 0.0) if bad else ts[k]
+    return steered

@@ -56,6 +56,7 @@ def _kernels():
         _mass,
         _mixture_law,
         _path_groups,
+        _plan_arrays,
         _prefix2,
         _segment_rule,
         _tree_hull,
@@ -63,7 +64,8 @@ def _kernels():
     )
 
     return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _majorant_laws=_majorant_laws, _mass=_mass,
-                           _mixture_law=_mixture_law, _path_groups=_path_groups, _prefix2=_prefix2,
+                           _mixture_law=_mixture_law, _path_groups=_path_groups, _plan_arrays=_plan_arrays,
+                           _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
@@ -127,39 +129,27 @@ class ChordPlan:
 
     def __init__(self, q: np.ndarray, order: np.ndarray, t: np.ndarray, cuts: np.ndarray, H: np.ndarray):
         self.q = q
-        self.order = order
-        self.V = order.size
-        self.pos = np.empty(self.V, dtype=np.int64)
-        self.pos[order] = np.arange(self.V)
+        self.order = order = np.ascontiguousarray(order, dtype=np.int64)
+        self.V = V = order.size
         self.cuts = np.asarray(cuts, dtype=np.int64)
         self.t = t
         self.H = np.asarray(H, dtype=np.float64)
-        self.qs = np.ascontiguousarray(q[order], dtype=np.float64)
-        self.above = np.concatenate(([0.0], np.cumsum(self.qs)))  # Q(a): draft mass above position a
         self.total = float(q.sum())
         self._arrays: dict[int, tuple] = {}
         self._trees: dict[int, tuple] = {}  # block -> (tree, trusted)
         self._steps: dict[int, int] = {}  # block -> steps found by bridges
         self.k = _kernels()
+        self.pos = np.empty(V, dtype=np.int64)
+        self.qs = np.empty(V)  # q along the chain
+        self.above = np.empty(V + 1)  # Q(a): draft mass above position a
+        self.ts = np.empty(V)  # t along the chain
         #: The law the rule really gives: ``t`` where a block's majorant law is within :data:`TRUSTED`
         #: of it (always seen), else that law (``t`` not concave, or above the hit curve, past rounding).
-        self.law = np.zeros(self.V)
-        self.ts = ts = np.ascontiguousarray(t[order], dtype=np.float64)
-        law = np.zeros(self.V)
-        err = np.zeros(self.cuts.size - 1)
-        self.k._majorant_laws(ts, self.qs, self.H, self.cuts, law, err, TRUSTED)
-        sizes = np.diff(self.cuts)
-        # a one-token block is one leaf, whose law is its hit mass (0 where q is)
-        first = self.cuts[:-1][sizes == 1]
-        law[first] = np.where(self.qs[first] > 0.0, self.H[first + 1] - self.H[first], 0.0)
-        err[sizes == 1] = np.abs(law[first] - ts[first])
-        bad = err > TRUSTED
-        self.steered = int(np.count_nonzero(bad))  # blocks whose rule misses t by more than TRUSTED
-        self.law[order] = ts
-        if self.steered:
-            block = np.repeat(np.arange(sizes.size), sizes)
-            at = np.flatnonzero(bad[block])
-            self.law[order[at]] = np.maximum(law[at], 0.0)
+        self.law = np.empty(V)
+        # blocks whose rule misses t by more than TRUSTED
+        self.steered = int(self.k._plan_arrays(np.ascontiguousarray(q, dtype=np.float64), order,
+                                               np.ascontiguousarray(t, dtype=np.float64), self.cuts, self.H,
+                                               TRUSTED, self.pos, self.qs, self.above, self.ts, self.law))
 
     # --- the blocks and their splits -------------------------------------------------------
     def block_of(self, position: int) -> int:

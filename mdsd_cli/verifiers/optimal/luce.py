@@ -17,6 +17,8 @@ law of the final weights.
 
 from __future__ import annotations
 
+import functools
+
 import math
 import time
 
@@ -252,11 +254,26 @@ class LuceVerifier(PreparedVerifier):
             self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
             for i, tokens in enumerate(blocks):
                 self.block[tokens] = i
+
+    # the acceptance and the residual are built on first use: a tree verifier sets up many per-node
+    # verifiers for their candidate law and choice alone
+    @functools.cached_property
+    def accept(self) -> np.ndarray:
+        """``min(1, p / c)`` per token (0 where the candidate law ``c`` is)."""
+        c = self.candidate
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            self.accept = np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
-        left = np.maximum(self.p - np.minimum(self.p, c), 0.0)
-        self.residual = left / left.sum() if left.sum() > 0 else self.p.copy()
-        self.residual_cdf = np.cumsum(self.residual)  # once: a step then costs O(n + log V)
+            return np.where(c > 0, np.minimum(1.0, self.p / c), 0.0)
+
+    @functools.cached_property
+    def residual(self) -> np.ndarray:
+        """``(p - c)_+`` normalised (``p`` if it is empty)."""
+        left = np.maximum(self.p - np.minimum(self.p, self.candidate), 0.0)
+        return left / left.sum() if left.sum() > 0 else self.p.copy()
+
+    @functools.cached_property
+    def residual_cdf(self) -> np.ndarray:
+        """The residual's cumulative sums (once: a step then costs ``O(n + log V)``)."""
+        return np.cumsum(self.residual)
 
     def choice(self, drafts) -> np.ndarray:
         """``P(Z = x_i | X)`` for every draft instance ``[M, n]`` (Luce in the first hit block)."""
