@@ -18,7 +18,6 @@ law of the final weights.
 from __future__ import annotations
 
 import functools
-
 import math
 import time
 
