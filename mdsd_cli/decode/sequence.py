@@ -103,6 +103,7 @@ import numpy as np
 
 from .._jit import kernel
 from ..errors import InputError
+from ..samplers.laws import MANY_TIES, _sort_ties
 from ..verifiers.base import sample_from_law
 from .drafting import DraftTree
 from .exact import _path as _path_to
@@ -585,19 +586,28 @@ class _Tries:
         draws the pick instead, :func:`_draw_pick`)."""
         return self.memo(("pick", c), lambda: _pick_law(self.unit(c), np.asarray(self.tree.drafts[c], dtype=np.int64)))
 
-    def _at(self, u: int, w: float, order: bool):
+    def node(self, u: int, w: float):
+        """Node ``u`` at weight ``w``: its per-node optimal verifier, candidate law ``t`` and residual
+        ``r = max(w P_u - t, 0)`` with its mass (memoised)."""
+        return self.memo(("node", u, w), lambda: self._node(u, w))
+
+    def _node(self, u: int, w: float):
         tree, Pu = self.tree, self.P[u]
-        n = tree.n[u]
         target, draft = _with_weight(w, Pu, tree.q[u])
         # only weight-1 nodes (the root, a child of weight 1) repeat across steps: weighted set-ups would crowd the cache
-        v = _node_verifier(self, target, draft, n, reuse=w >= 1.0)
+        v = _node_verifier(self, target, draft, tree.n[u], reuse=w >= 1.0)
+        t = np.asarray(v.candidate, dtype=float)[: Pu.size]
+        r, rho = _residual(w, Pu, t)
+        return v, t, r, rho
+
+    def _at(self, u: int, w: float, order: bool):
+        tree, Pu = self.tree, self.P[u]
+        v, t, r, rho = self.node(u, w)
         drafts = np.asarray(tree.drafts[u], dtype=np.int64)
         pick = _pick_law(v, drafts)
-        t = np.asarray(v.candidate, dtype=float)[: Pu.size]
         tx = t[drafts]
         safe = np.where(tx > 0.0, tx, 1.0)
         A = np.where(tx > 0.0, pick * np.minimum(1.0, w * Pu[drafts] / safe), 0.0)
-        r, rho = _residual(w, Pu, t)
         return A, (_try_order(tree, self.P, u, A) if order else None), r, rho
 
 
@@ -727,7 +737,13 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     caps, cands = np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float)
     keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
     live = _race_keys(caps, cands, keys, pairs)  # row-major: j, then z
-    order = pairs[np.argsort(keys[:live], kind="stable")]
+    keys = keys[:live]
+    rank = np.argsort(keys)  # ties in row-major order: repaired as ratio_order does (a stable sort is 2x slower)
+    ordered = keys[rank]
+    tie = ordered[1:] == ordered[:-1]
+    if tie.any():
+        rank = np.argsort(keys, kind="stable") if np.count_nonzero(tie) > MANY_TIES else _sort_ties(rank, ordered, tie)
+    order = pairs[rank]
     js, zs = order // V, order % V
     beta, deep = np.zeros((K, V)), np.zeros((K, V))
     rank = np.full((K, V), -1, dtype=np.int64)
@@ -768,6 +784,8 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
     :func:`_select_traverse`."""
     P = tries.P
     kids = tree.children[u]
+    if out is None and not any(tree.children[c] for c in kids):
+        return _leaf_race(tree, tries, u, w, rng)
     r, rho, inner, rank, beta, own, used = _race_prep(tree, tries, u, w)
     stay = 1.0
     if inner:
@@ -799,6 +817,24 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
                         break
                 stay += prob
     return _own_acceptances(tree, u, kids, own, used, r, rho, P, rng, weight, stay, out)
+
+
+def _leaf_race(tree: DraftTree, tries: _Tries, u: int, w: float, rng):
+    """:func:`_race_walk` below a node whose children are all leaves, sampled: with no race, phase 2 takes child
+    ``j`` with probability ``A_j = pick_j min(1, w P_u(x_j) / t(x_j))`` and then a token from its target law, so
+    the node's own verifier draws the pick (:func:`_draw_pick`, no exact choice probabilities) and a coin
+    accepts it; otherwise (the rest, ``1 - sum A``) the root draws from its residual and any other node is
+    rejected. The same law as the general walk, at the cost of one pick."""
+    v, t, r, rho = tries.node(u, w)
+    drafts = np.asarray(tree.drafts[u], dtype=np.int64)
+    j = _draw_pick(v, drafts, rng)
+    x = int(drafts[j])
+    if t[x] > 0.0 and rng.random() * t[x] < w * tries.P[u][x]:  # accepted with probability min(1, w P / t)
+        c = tree.children[u][j]
+        return (c, int(sample_from_law(tries.P[c], 1, rng)[0])), r, rho
+    if u == 0:
+        return (0, int(sample_from_law(r if rho > 0.0 else tries.P[0], 1, rng)[0])), r, rho
+    return None, r, rho
 
 
 def _race_full(tree: DraftTree, tries: _Tries, g: int, a: float, rng, weight: float, out):
