@@ -90,7 +90,8 @@ def tree_verifier_rows(config) -> list[dict]:
     time per step (tempering the target's rows on the walk, every set-up, the coins and the bonus token;
     models and drafting excluded). Four times the figure's prompts, in up to three rounds that run the four
     verifiers one after the other (a busy machine's drift falls on all four alike): a round's figure is the
-    median over its steps, the ratio the median over rounds of the round's ratio to ``traversal``."""
+    median over its steps, the ratio the median over rounds of the round's ratio to ``traversal``. The note
+    also has the whole step's ratio, the synthetic models' calls and the drafting included."""
     from ..decode import plan_decode, run_decode
     from ..models.synthetic import synthetic_models, synthetic_prompts
 
@@ -103,7 +104,7 @@ def tree_verifier_rows(config) -> list[dict]:
     rows = []
     for tree in ("2x4", "4x3"):
         for sampler in ("iid", "wor"):
-            medians = {v: [] for v in names}
+            medians, whole = {v: [] for v in names}, {v: [] for v in names}
             every, tau = {v: [] for v in names}, {}
             for _ in range(rounds):
                 for verifier in names:
@@ -113,6 +114,9 @@ def tree_verifier_rows(config) -> list[dict]:
                                      seed=config.seed, node_metrics=False)
                     steps = np.concatenate([r.steps for r in run.runs])
                     medians[verifier].append(statistics.median(steps[:, S["verify_seconds"]]))
+                    parts = [S[c] for c in ("draft_seconds", "tree_seconds", "target_seconds", "verify_seconds",
+                                            "cache_seconds")]
+                    whole[verifier].append(statistics.median(steps[:, parts].sum(axis=1)))  # models and drafting too
                     every[verifier].append(steps[:, S["verify_seconds"]])
                     tau[verifier] = float(steps[:, S["tokens"]].mean())
             base_all = np.concatenate(every["traversal"])
@@ -122,7 +126,10 @@ def tree_verifier_rows(config) -> list[dict]:
                 stats = (statistics.median(medians[verifier]), float(each.min()), float(each.max()))
                 ratios = [m / b for m, b in zip(medians[verifier], medians["traversal"])]
                 ratio = statistics.median(ratios)
+                step = statistics.median(whole[verifier]) / statistics.median(whole["traversal"])
                 note = (f"{each.size // rounds} steps a round, rounds' ratios {', '.join(f'{x:.2f}' for x in ratios)}; "
+                        f"whole step with the synthetic models {statistics.median(whole[verifier]) * 1e3:.1f} ms = "
+                        f"{step:.2f}x traversal's; "
                         f"tau {tau[verifier]:.2f} (traversal {tau['traversal']:.2f}; short runs, not a comparison "
                         "of tau); models and drafting excluded")
                 width = int(tree.split("x")[0])
