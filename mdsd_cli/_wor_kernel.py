@@ -36,7 +36,7 @@ unavailable or ``MDSD_DISABLE_NUMBA=1``; they agree to ~1e-15. The kernel spends
 ``m`` exponentials a token instead of ``G``: ``e^{-q t}`` at a point is the square
 of its value an octave earlier (:func:`~mdsd_cli._wor_loops._fill` keeps that to relative precision),
 and the prefix weight ``e^{-W_k t}`` is carried down the chain by dividing by
-each token's ``e^{-q t}`` (recomputed every 64 tokens); ~2.6x faster than one
+each token's ``e^{-q t}`` (recomputed every 64 drafted tokens); ~2.6x faster than one
 exponential per token and point (n = 4, V = 2,380: ~0.9 ms). The compiled loops
 live in :mod:`mdsd_cli._wor_loops`, imported on first use (``mdsd --help`` never
 loads numba).
@@ -184,8 +184,15 @@ def _grid_for(qs: np.ndarray, n: int, h: float | None, t_lo: float | None):
     ``h`` if given, else :func:`default_step`)."""
     n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
     m, h = grid_step(default_step(n_eff) if h is None else float(h))
+    total = float(qs.sum())
+    if total > 0.0 and not 1e-150 < total < 1e150:  # an exact power of two: P(X hits A) depends on rate x time
+        shift = -math.frexp(total)[1]
+        qs = np.ldexp(qs, shift)
+        total = float(qs.sum())
+        if t_lo is not None:
+            t_lo = math.ldexp(t_lo, -shift)
     if t_lo is None:
-        t_lo = left_end(max(n_eff, 1), float(qs.sum()))
+        t_lo = left_end(max(n_eff, 1), total)
     qs, t, t_lo = scaled_grid(qs, n_eff, m, t_lo)
     return qs, n_eff, m, h, t, t_lo
 
@@ -238,13 +245,14 @@ def _numpy_sweep(qs, n_eff, t, h, t_lo, d, W, pmf, less, H):
 
 def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
     """``H[k]`` for a pair without replacement in closed form (``qs`` normalised, at least two
-    positive). The pair misses the prefix iff both draws lie in the suffix ``k..``: with
-    ``r = q / (1 - q)``, ``S`` and ``R`` the suffix masses of ``q`` and ``r``,
-    ``M_k = sum_{y >= k} r_y (S_k - q_y)``, and ``M_k = M_{k+1} + r_k S_{k+1} + q_k R_{k+1}``: a sum
-    of non-negative terms, so no cancellation whatever the masses (a token above 1/2 included: its
-    ``1 - q`` is the mass of the others, summed). Returns None where that mass is below 1e-100 (``r``
-    near overflow; the quadrature then rescales the rates instead). Compiled (:func:`~mdsd_cli._wor_loops._pair_loops`)
-    when numba is on."""
+    positive). The pair hits the prefix ``A`` (mass ``W``) iff its first draw is in it, or its first
+    draw is some ``y`` after it and its second is in it: ``H = W + sum_{y >= k} q_y W / (1 - q_y)
+    = W (1 + R_k)`` with ``r = q / (1 - q)`` and ``R`` its suffix sums. Sums and products of
+    non-negative terms only, so no cancellation whatever the masses: a prefix of mass 1e-5 keeps its
+    relative precision (``1 - P(both draws after it)`` lost seven digits there), and a token above 1/2
+    gets its ``1 - q`` as the mass of the others, summed. Returns None where that mass is below 1e-100
+    (``r`` near overflow; the quadrature then rescales the rates instead). Compiled
+    (:func:`~mdsd_cli._wor_loops._pair_loops`) when numba is on."""
     if numba_enabled():
         from ._wor_loops import _pair_loops
 
@@ -260,10 +268,9 @@ def pair_hit_chain(qs: np.ndarray) -> np.ndarray:
             return None
     r = qs / rest
     R = np.concatenate((np.cumsum(r[::-1])[::-1], [0.0]))
-    terms = r * S[1:] + qs * R[1:]
-    M = np.concatenate((np.cumsum(terms[::-1])[::-1], [0.0]))
-    H = np.clip(1.0 - M, 0.0, 1.0)
-    H[np.concatenate(([0.0], np.cumsum(qs))) <= 0.0] = 0.0  # a prefix without draft mass is never hit (not ~1e-14)
+    W = np.concatenate(([0.0], np.cumsum(qs)))
+    H = np.minimum(W * (1.0 + R), 1.0)
+    H[-1] = 1.0
     return H
 
 

@@ -57,7 +57,7 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
     # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
     # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token). The
     # weight e^{-W_k t} of the prefix is carried down as well, divided by the token's e^{-q t} at each
-    # step (recomputed every 64 tokens), on the points with W_k t <= 50 only (beyond, the terms are
+    # step (recomputed every 64 drafted tokens), on the points with W_k t <= 50 only (beyond, the terms are
     # below e^{-50}; a point entering that range gets its own exponential).
     V = qs.shape[0]
     G = t.shape[0]
@@ -79,6 +79,7 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
     M = d.shape[0]
     top = n_eff - 1
     G2 = 0  # E[j] = e^{-W t_j} for j < G2, W the mass of the current prefix
+    since = 0  # drafted tokens since E was last computed directly
     for k in range(V - 1, -1, -1):
         qk = qs[k]
         Wk = W[k]
@@ -95,8 +96,10 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
                     pmf[r, j] = pmf[r, j] * C[j] + tmp[j]
             for j in range(G):
                 pmf[0, j] = pmf[0, j] * C[j]
-            if (k & 63) == 0:
+            since += 1
+            if since >= 64:  # recomputed every 64 drafted tokens, whatever zeros lie between them
                 G2 = 0
+                since = 0
             else:
                 for j in range(G2):
                     E[j] = E[j] / C[j]
@@ -135,8 +138,8 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
 
 @kernel
 def _pair_loops(qs, H):  # pragma: no cover - compiled
-    """:func:`pair_hit_chain` in three passes (the same sums in the same order); False where a dominant
-    token's ``1 - q`` is below 1e-100."""
+    """:func:`~mdsd_cli._wor_kernel.pair_hit_chain` in two passes (the same sums in the same order); False
+    where a dominant token's ``1 - q`` is below 1e-100."""
     V = qs.shape[0]
     S = np.empty(V + 1)
     S[V] = 0.0
@@ -152,16 +155,13 @@ def _pair_loops(qs, H):  # pragma: no cover - compiled
                 return False
         r[k] = qs[k] / rest
         above += qs[k]
-    R = 0.0  # suffix sums of r and of the terms, from the end
-    M = 0.0
-    H[V] = 1.0
+    R = np.empty(V + 1)  # suffix sums of r
+    R[V] = 0.0
     for k in range(V - 1, -1, -1):
-        M += r[k] * S[k + 1] + qs[k] * R
-        R += r[k]
-        H[k] = min(max(1.0 - M, 0.0), 1.0)
-    above = 0.0
+        R[k] = R[k + 1] + r[k]
+    W = 0.0
     for k in range(V):
-        if above <= 0.0:
-            H[k] = 0.0  # a prefix without draft mass is never hit (not ~1e-14)
-        above += qs[k]
+        H[k] = min(W * (1.0 + R[k]), 1.0)
+        W += qs[k]
+    H[V] = 1.0
     return True

@@ -726,3 +726,37 @@ def test_lp_bounds_left_empty_at_a_vocabulary_too_large_to_enumerate_say_so(monk
     messages.clear()
     db.run_bounds(run, target, draft, lp=False, notify=messages.append)
     assert not messages  # not asked for: nothing to say
+
+
+@pytest.mark.parametrize("verifier", ["select-block", "select-race"])
+def test_a_sampled_step_follows_the_exact_law_of_its_tree_with_repeated_iid_drafts(verifier):
+    """When sampling, a child's pick is drawn by its verifier's own rule; a token drafted twice (iid) goes to
+    either copy uniformly, as the exact choice probabilities split it, so the step's law given the tree is
+    ``output_law``'s even where the copies' subtrees differ (not only on average over those subtrees)."""
+    from mdsd_cli.decode.exact import _path
+    from mdsd_cli.decode.sequence import _SAMPLES
+
+    target, draft = synthetic_models(3, seed=2)
+    prefix = (0, 2)
+    P, Q = ConditionalLaws(target, prefix, 1.0), ConditionalLaws(draft, prefix, 1.0)
+    best = None
+    for tree, prob in tree_law(shape("2x2"), "iid", Q):
+        kids = tree.children[0]
+        repeated = len(kids) == 2 and tree.tokens[kids[0]] == tree.tokens[kids[1]]
+        differ = repeated and sorted(tree.tokens[c] for c in tree.children[kids[0]]) != sorted(
+            tree.tokens[c] for c in tree.children[kids[1]])
+        if differ and (best is None or prob > best[1]):
+            best = (tree, prob)
+    assert best is not None
+    tree = best[0]
+    Ps = list(P.many(tree_paths(tree)))
+    law = SEQUENCE_VERIFIERS[verifier].output_law(tree, Ps, "iid")
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys) + 1)
+    rng = np.random.default_rng(7)
+    for _ in range(20000):
+        node, bonus = _SAMPLES[verifier](tree, Ps, "iid", rng, None)
+        counts[index.get(_path(tree, node) + (bonus,), len(keys))] += 1
+    expected = np.append([law[k] for k in keys], 0.0)
+    assert g_test(counts, expected) > 1e-4

@@ -151,6 +151,28 @@ def test_wor_hit_chain_on_its_short_grid_against_a_fine_one():
         np.testing.assert_allclose(S[normal], -np.expm1(-y[normal]), rtol=1e-14, atol=0)
 
 
+def test_wor_hit_chain_on_adversarial_chains_found_by_review():
+    """Three cases an adversarial review found: (a) a total mass near the float64 floor (or far above 1) is
+    rescaled by an exact power of two before the grid (it used to overflow ``t_lo``); (b) zeros at every
+    64th position no longer stop the kernel's prefix weight from being recomputed every 64 drafted tokens
+    (tied masses then added their roundings along the whole chain: 1.4e-12 at V = 100,000); (c) a pair's
+    hit chain keeps its relative precision on a tiny prefix (``W (1 + R)``, no ``1 - P(miss)``)."""
+    np.testing.assert_allclose(wor_hit_chain(np.array([5e-324, 5e-324, 5e-324]), 3), [0, 1, 1, 1], atol=1e-12)
+    rng = np.random.default_rng(21)
+    q = rng.dirichlet(np.ones(40))
+    for n in (1, 3, 8):
+        for scale in (-1000, -600, 600):  # totals 2^-1000 .. 2^600, every mass still a normal number
+            np.testing.assert_allclose(wor_hit_chain(np.ldexp(q, scale), n), wor_hit_chain(q, n), rtol=0, atol=1e-13)
+    V = 60000
+    q = np.zeros(V)
+    q[1::2] = 1.0
+    q /= q.sum()
+    np.testing.assert_allclose(wor_hit_chain(q, 4), wor_hit_chain_numpy(q, 4), rtol=0, atol=1e-13)
+    V = 1 << 17  # q = 2^-17 exactly: H[1] = 2 / V
+    H = wor_hit_chain(np.full(V, 1.0 / V), 2)
+    assert abs(H[1] - 2.0 / V) <= 1e-9 * (2.0 / V) and H[0] == 0.0 and H[-1] == 1.0
+
+
 def test_pair_hit_chain_in_closed_form_with_a_dominant_token():
     """n = 2 in closed form even where one token holds more than half the mass (its ``1 - q`` summed
     from the others): against the subset DP at V = 14 and the quadrature at V = 3,000, whatever the

@@ -399,10 +399,12 @@ def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
 def _draw_pick(v, drafts: np.ndarray, rng) -> int:
     """The index of the draft the per-node verifier ``v`` picks among ``drafts`` (one node's), drawn by the
     verifier's own rule: the law :func:`_pick_law` gives, without its exact choice probabilities (which
-    cost ``optimal-wor`` a block's whole tree of splits). A repeated token (iid drafts) goes to its first
-    instance: the instances' subtrees are drawn alike, so which one is walked does not change the law."""
+    cost ``optimal-wor`` a block's whole tree of splits). A repeated token (iid drafts) goes to one of its
+    instances uniformly, as the exact choice probabilities split it: the step's law given the tree is
+    then :meth:`SequenceVerifier.output_law`'s, not only on average over the instances' subtrees."""
     token = int(v.pick(drafts[None, :], rng)[0])
-    return int(np.flatnonzero(drafts == token)[0])
+    where = np.flatnonzero(drafts == token)
+    return int(where[0]) if where.size == 1 else int(where[rng.integers(where.size)])
 
 
 class _Selections:
