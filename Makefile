@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install mdsd with its dev tools and the hf extra (CPU torch)
 
 test: $(STAMP) ## Install if needed, then run the test suite
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 lint: $(STAMP) ## Static checks (ruff)
 	$(BIN)/ruff check mdsd_cli tests benchmarks experiments
