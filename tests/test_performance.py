@@ -52,6 +52,23 @@ def test_compiled_kernels_equal_pure_numpy(monkeypatch):
     assert pairs[2] is None and pair_hit_chain(np.array([1.0, 5e-324])) is None
 
 
+@pytest.mark.parametrize("case", ["random", "ties", "specials", "denormal", "tiny", "large", "equal"])
+def test_radix_argsort_is_numpys_stable_argsort(case):
+    from mdsd_cli._radix import stable_argsort
+
+    rng = np.random.default_rng(7)
+    keys = {"random": rng.standard_normal(5000),
+            "ties": np.round(rng.random(4000), 2) * rng.choice([-1.0, 1.0], 4000),
+            "specials": rng.choice([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, -1.0, 5e-324, -5e-324], 3000),
+            "denormal": rng.random(2000) * 1e-310 - 5e-311,
+            "tiny": np.array([2.0, 1.0]),
+            "large": rng.random(200_000) ** 3,
+            "equal": np.full(1000, 0.25)}[case]
+    got = stable_argsort(keys)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
+
+
 def test_iid_scan_kernel_keeps_canonical_prefixes_under_ties():
     # p/q ties at the minimising boundary: the reported prefix is the canonical one
     p = np.array([0.3, 0.3, 0.2, 0.2])

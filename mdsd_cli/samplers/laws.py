@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._jit import numba_enabled
 from .._wor_kernel import wor_hit_chain
 from ..distributions import check_drafts
 from ..errors import USE_CHAIN, InputError, SizeLimitError
@@ -77,6 +78,10 @@ def ratio_order(p: np.ndarray, q: np.ndarray, *, canonical: bool = True) -> np.n
     # inf, and 0/0 gives NaN, which argsort puts last.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.abs(q / p)  # abs: a -0.0 entry must not turn into -inf
+    if canonical and key.ndim == 1 and key.size > 1 and numba_enabled():
+        from .._radix import stable_argsort  # a stable radix sort: ties by index in one go
+
+        return stable_argsort(key)
     order = np.argsort(key, axis=-1)
     if not canonical:
         return order
