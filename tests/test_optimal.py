@@ -374,6 +374,28 @@ def test_one_step_builds_only_the_block_it_reaches():
     assert list(v._curtains) == [len(v.chain.cuts) - 2]
 
 
+def test_the_compiled_single_pick_follows_the_exact_choice_law():
+    """One row at a time (as a tree walk asks) takes the compiled pick: the picked draft follows the exact
+    choice probabilities (computed by the separate curtain densities), repeated tokens pooled."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    cases = [(rng.integers(4, 9), rng.integers(2, 6)) for _ in range(10)] + [(2380, 4)]
+    for V, n in cases:
+        p, q = random_pair(rng, int(V))
+        v = OptimalIID(p, q, int(n))
+        d = v.draft_sampler.sample(q, int(n), rng, 1)[0]
+        tokens = np.unique(d)
+        want = np.array([v.choice(d[None])[0][d == t].sum() for t in tokens])
+        picks = np.array([v.pick(d[None], rng)[0] for _ in range(3000)])
+        counts = np.array([np.count_nonzero(picks == t) for t in tokens])
+        assert counts.sum() == 3000
+        keep = want > 1e-12
+        assert counts[~keep].sum() == 0
+        if keep.sum() > 1:
+            assert stats.chisquare(counts[keep], want[keep] / want[keep].sum() * 3000).pvalue > 1e-4, (V, n, d)
+
+
 def test_the_compiled_single_step_follows_the_exact_conditional_law():
     """One row at a time (as in decoding) takes the fused compiled step: its draws follow the
     exact conditional law of the drafts, which is computed by a separate path."""

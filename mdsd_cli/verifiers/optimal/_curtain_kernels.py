@@ -1,7 +1,7 @@
 """Compiled kernels of the left curtain (numba when enabled): the coupling of one
 priority block (:class:`~mdsd_cli.verifiers.optimal.curtain.Curtain`), its marks, and
-``optimal-iid``'s whole verification step in one call (:func:`_one_step`, with the
-chain lookup it needs).
+``optimal-iid``'s pick and whole verification step in one call each (:func:`_one_pick`,
+:func:`_one_step`, with the chain lookup they need).
 
 Imported on first use, so that ``mdsd --help`` never pays for numba. With
 ``MDSD_DISABLE_NUMBA=1`` the same functions run as plain Python (tests compare
@@ -362,12 +362,11 @@ def _chain_position(y, p, q, rs, order):
 
 
 @_jit
-def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, drafts, u, first, largest, slack,
-              budget):
-    """One verification step of ``optimal-iid`` in one compiled call (what
-    :meth:`~mdsd_cli.verifiers.optimal.iid.OptimalIID.sample` does for one row): find the drafts
-    on the chain, build the left curtain of the first block they reach, draw the marks, pick
-    the winner, accept it or draw from the residual. ``u`` holds ``2 n + 2`` uniforms."""
+def _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, first, largest, slack, budget):
+    """The index of the draft ``optimal-iid`` picks (chooses as its candidate) among one row of
+    ``drafts``, drawn in one compiled call: find the drafts on the chain, build the left curtain of
+    the first block they reach, draw the marks; the largest wins. ``u`` holds ``2 n`` uniforms
+    (draft ``i``'s mark uses ``u[2 i]`` and ``u[2 i + 1]``)."""
     m = drafts.shape[0]
     pos = np.empty(m, dtype=np.int64)
     blk = np.empty(m, dtype=np.int64)
@@ -435,7 +434,19 @@ def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, draft
         if winner < 0 or mark > best:
             best = mark
             winner = i
-    z = pos[winner]
+    return winner
+
+
+@_jit
+def _one_step(p, q, qs, ps, ts, rs, order, cuts, suffix, K, first_tail, n, drafts, u, first, largest, slack,
+              budget):
+    """One verification step of ``optimal-iid`` in one compiled call (what
+    :meth:`~mdsd_cli.verifiers.optimal.iid.OptimalIID.sample` does for one row): the pick
+    (:func:`_one_pick`), then accept it or draw from the residual. ``u`` holds ``2 n + 2`` uniforms."""
+    m = drafts.shape[0]
+    winner = _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, first, largest, slack,
+                       budget)
+    z = _chain_position(drafts[winner], p, q, rs, order)
     accept = 1.0
     if ts[z] > 0.0 and ps[z] < ts[z]:
         accept = ps[z] / ts[z]

@@ -184,6 +184,14 @@ class OptimalIID(CandidateVerifier):
         M, k = drafts.shape
         if self.single or k == 1:
             return drafts[:, 0].copy()
+        if M == 1 and numba_enabled():  # one row, as a tree walk asks: the marks in one compiled call
+            from ._curtain_kernels import _one_pick
+
+            ch = self.chain
+            row = np.ascontiguousarray(drafts[0], dtype=np.int64)
+            i = _one_pick(self.p, self.q, ch.qs, ch.ts, ch.rs, ch.order, ch.cuts, ch.suffix, ch.first_tail, self.n,
+                          row, rng.random(2 * k), FIRST_CHUNK, LARGEST_CHUNK, SLACK, CHUNK_BUDGET)
+            return drafts[:, i].copy()
         pos, blk, first = self._first_block(drafts)
         marks = np.full(drafts.shape, -np.inf)
         for b in np.unique(first):
