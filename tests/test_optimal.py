@@ -374,6 +374,24 @@ def test_one_step_builds_only_the_block_it_reaches():
     assert list(v._curtains) == [len(v.chain.cuts) - 2]
 
 
+def test_the_compiled_single_choice_equals_the_curtain_densities():
+    """One row at a time takes the compiled choice (marks' segments and Gauss-Legendre in one call): it equals
+    the row-by-row reference built from :class:`Curtain` densities, ties and repeated drafts included."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        V, n = int(rng.choice([3, 5, 8, 20, 200])), int(rng.integers(2, 7))
+        p, q = random_pair(rng, V)
+        if trial % 3 == 0:  # tied ratios: blocks of many tokens
+            q = np.round(q, 2) + 1e-3
+            q /= q.sum()
+        v = OptimalIID(p, q, n)
+        d = v.draft_sampler.sample(q, n, rng, 1)[0]
+        got = v.choice(d[None])[0]
+        want = v._choice_rows(d[None], np.zeros((1, d.size)))[0]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{V=} {n=} {d=}")
+        assert abs(got.sum() - 1.0) <= 1e-12
+
+
 def test_the_compiled_single_pick_follows_the_exact_choice_law():
     """One row at a time (as a tree walk asks) takes the compiled pick: the picked draft follows the exact
     choice probabilities (computed by the separate curtain densities), repeated tokens pooled."""

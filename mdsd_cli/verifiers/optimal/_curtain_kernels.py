@@ -362,11 +362,8 @@ def _chain_position(y, p, q, rs, order):
 
 
 @_jit
-def _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, first, largest, slack, budget):
-    """The index of the draft ``optimal-iid`` picks (chooses as its candidate) among one row of
-    ``drafts``, drawn in one compiled call: find the drafts on the chain, build the left curtain of
-    the first block they reach, draw the marks; the largest wins. ``u`` holds ``2 n`` uniforms
-    (draft ``i``'s mark uses ``u[2 i]`` and ``u[2 i + 1]``)."""
+def _find_drafts(p, q, rs, order, cuts, drafts):
+    """Chain positions and blocks of one row of drafts, and the first block they reach."""
     m = drafts.shape[0]
     pos = np.empty(m, dtype=np.int64)
     blk = np.empty(m, dtype=np.int64)
@@ -376,11 +373,18 @@ def _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, f
         blk[i] = np.searchsorted(cuts, pos[i], side="right") - 1
         if blk[i] < b:
             b = blk[i]
+    return pos, blk, b
+
+
+@_jit
+def _block_curtain(qs, ts, cuts, suffix, first_tail, n, b, first, largest, slack, budget):
+    """The left curtain of block ``b`` (as :meth:`~mdsd_cli.verifiers.optimal.iid.OptimalIID.curtain`
+    builds it: the likelier direction first, budgets growing eightfold): ``(sign, chunks, chunk_end,
+    split, m_a, m_b, total, ptr, pc_start, pc_len)`` on the kernel's axis (``sign`` times the real one)."""
     a = cuts[b]
     e = cuts[b + 1]
     size = e - a
     o = suffix[e]
-    # the coupling of block b: the likelier direction first, budgets growing eightfold
     d0 = -1.0 if b < first_tail else 1.0
     chunk_end = np.empty(size, np.int64)
     split = np.empty(size)
@@ -415,26 +419,149 @@ def _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, f
             if chunks >= 0:
                 break
         limit *= 8
+    return sign, chunks, chunk_end, split, m_a, m_b, total, ptr, pc_start, pc_len
+
+
+@_jit
+def _mark_chunk(position, a, size, sign, chunks, chunk_end, m_a, m_b, qs, ts):
+    """Chunk and part-A probability ``lambda`` of the draft at chain position ``position`` in the block
+    starting at ``a``."""
+    local = position - a
+    j = size - 1 - local if sign > 0 else local  # index in processing order
+    c = np.searchsorted(chunk_end[:chunks], j, side="right")
+    rho = sign * ts[position] / qs[position]
+    if np.isnan(m_a[c]):
+        return c, 1.0
+    lam = (rho - m_b[c]) / (m_a[c] - m_b[c])
+    return c, min(max(lam, 0.0), 1.0)
+
+
+@_jit
+def _one_pick(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, u, first, largest, slack, budget):
+    """The index of the draft ``optimal-iid`` picks (chooses as its candidate) among one row of
+    ``drafts``, drawn in one compiled call: find the drafts on the chain, build the left curtain of
+    the first block they reach, draw the marks; the largest wins. ``u`` holds ``2 n`` uniforms
+    (draft ``i``'s mark uses ``u[2 i]`` and ``u[2 i + 1]``)."""
+    m = drafts.shape[0]
+    pos, blk, b = _find_drafts(p, q, rs, order, cuts, drafts)
+    a = cuts[b]
+    size = cuts[b + 1] - a
+    sign, chunks, chunk_end, split, m_a, m_b, total, ptr, pc_start, pc_len = _block_curtain(
+        qs, ts, cuts, suffix, first_tail, n, b, first, largest, slack, budget)
     # marks of the drafts in block b; the largest (on the real axis) wins
     best = -np.inf
     winner = -1
     for i in range(m):
         if blk[i] != b:
             continue
-        local = pos[i] - a
-        j = size - 1 - local if sign > 0 else local  # index in processing order
-        c = np.searchsorted(chunk_end[:chunks], j, side="right")
-        rho = sign * ts[pos[i]] / qs[pos[i]]
-        if np.isnan(m_a[c]):
-            lam = 1.0
-        else:
-            lam = (rho - m_b[c]) / (m_a[c] - m_b[c])
-            lam = min(max(lam, 0.0), 1.0)
+        c, lam = _mark_chunk(pos[i], a, size, sign, chunks, chunk_end, m_a, m_b, qs, ts)
         mark = sign * _mark(c, u[2 * i + 1] < lam, u[2 * i], split, total, ptr, pc_start, pc_len)
         if winner < 0 or mark > best:
             best = mark
             winner = i
     return winner
+
+
+@_jit
+def _one_choice(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, xg, wg, first, largest, slack,
+                budget, out):
+    """``out[i] = P(draft i is picked)`` for one row of ``drafts`` (what
+    :meth:`~mdsd_cli.verifiers.optimal.iid.OptimalIID.choice` computes for a row), in one compiled call:
+    the drafts of the first block they reach race by their marks, each piecewise uniform on its chunk's
+    run (part A with probability ``lambda``, pieces used from their top down, :func:`_mark`); the
+    probability that mark ``i`` is the largest is integrated exactly between breakpoints by
+    Gauss-Legendre (nodes ``xg``, weights ``wg`` on [-1, 1], exact for the degree of the product)."""
+    m = drafts.shape[0]
+    for i in range(m):
+        out[i] = 0.0
+    pos, blk, b = _find_drafts(p, q, rs, order, cuts, drafts)
+    inb = np.flatnonzero(blk == b)
+    k = inb.shape[0]
+    if k == 1:
+        out[inb[0]] = 1.0
+        return
+    a = cuts[b]
+    size = cuts[b + 1] - a
+    sign, chunks, chunk_end, split, m_a, m_b, total, ptr, pc_start, pc_len = _block_curtain(
+        qs, ts, cuts, suffix, first_tail, n, b, first, largest, slack, budget)
+    # every in-block draft's law as segments (lo, hi, probability) on the real axis (sign x the kernel's)
+    most = 0
+    for i in range(k):
+        c, lam = _mark_chunk(pos[inb[i]], a, size, sign, chunks, chunk_end, m_a, m_b, qs, ts)
+        most += 2 * (ptr[c + 1] - ptr[c])
+    seg_lo = np.empty(most)
+    seg_hi = np.empty(most)
+    seg_w = np.empty(most)
+    owner = np.empty(most, np.int64)
+    count = 0
+    for i in range(k):
+        c, lam = _mark_chunk(pos[inb[i]], a, size, sign, chunks, chunk_end, m_a, m_b, qs, ts)
+        a_mass = split[c]
+        b_mass = total[c] - split[c]
+        depth = 0.0  # x of _mark: the mass above the piece, from the run's top
+        for j in range(ptr[c], ptr[c + 1]):
+            L = pc_len[j]
+            top = pc_start[j] + L
+            for part in range(2):
+                if part == 0:
+                    x0, x1, mass, w = depth, min(depth + L, a_mass), a_mass, lam
+                else:
+                    x0, x1, mass, w = max(depth, a_mass), depth + L, b_mass, 1.0 - lam
+                if x1 <= x0 or mass <= 0.0 or w <= 0.0:
+                    continue
+                lo = sign * (top - (x0 - depth))
+                hi = sign * (top - (x1 - depth))
+                if lo > hi:
+                    lo, hi = hi, lo
+                if hi <= lo:
+                    continue
+                seg_lo[count] = lo
+                seg_hi[count] = hi
+                seg_w[count] = w * ((x1 - x0) / mass)
+                owner[count] = i
+                count += 1
+            depth += L
+    points = np.empty(2 * count)
+    for s in range(count):
+        points[2 * s] = seg_lo[s]
+        points[2 * s + 1] = seg_hi[s]
+    points = np.unique(points)
+    g = xg.shape[0]
+    frac = np.empty(g)
+    for t in range(g):
+        frac[t] = 0.5 * (xg[t] + 1.0)
+    F = np.empty((k, g))
+    inside = np.empty(k)
+    win = np.zeros(k)
+    for r in range(points.shape[0] - 1):
+        lo = points[r]
+        hi = points[r + 1]
+        if hi <= lo:
+            continue
+        F[:, :] = 0.0
+        inside[:] = 0.0
+        for s in range(count):
+            i = owner[s]
+            sa, sb, w = seg_lo[s], seg_hi[s], seg_w[s]
+            if sb <= lo:
+                for t in range(g):
+                    F[i, t] += w
+            elif sa < hi:  # [lo, hi] lies inside [sa, sb]
+                for t in range(g):
+                    F[i, t] += w * ((lo - sa) / (sb - sa) + (hi - lo) / (sb - sa) * frac[t])
+                inside[i] += w * ((hi - lo) / (sb - sa))
+        for i in range(k):
+            if inside[i] > 0.0:
+                acc = 0.0
+                for t in range(g):
+                    prod = 1.0
+                    for other in range(k):
+                        if other != i:
+                            prod *= F[other, t]
+                    acc += wg[t] * prod
+                win[i] += inside[i] * 0.5 * acc
+    for i in range(k):
+        out[inb[i]] = win[i]
 
 
 @_jit

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..._jit import numba_enabled
 from .candidate import CandidateVerifier, iid_chain
-from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, win_probabilities
+from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, _gauss_legendre, win_probabilities
 
 #: First budget of chunks for a block's coupling (see :meth:`OptimalIID.curtain`).
 CHUNK_BUDGET = 64
@@ -153,6 +153,19 @@ class OptimalIID(CandidateVerifier):
         if self.single or drafts.shape[1] == 1:
             out[:, 0] = 1.0
             return out
+        if drafts.shape[0] == 1 and numba_enabled():  # one row, as a tree walk asks: one compiled call
+            from ._curtain_kernels import _one_choice
+
+            ch = self.chain
+            xg, wg = _gauss_legendre(self.n // 2 + 2)  # exact for the product of the n - 1 others' CDFs
+            _one_choice(self.p, self.q, ch.qs, ch.ts, ch.rs, ch.order, ch.cuts, ch.suffix, ch.first_tail, self.n,
+                        np.ascontiguousarray(drafts[0], dtype=np.int64), xg, wg, FIRST_CHUNK, LARGEST_CHUNK, SLACK,
+                        CHUNK_BUDGET, out[0])
+            return out
+        return self._choice_rows(drafts, out)
+
+    def _choice_rows(self, drafts, out):
+        """:meth:`choice` row by row with :class:`~.curtain.Curtain` (the reference of the compiled row)."""
         pos, blk, first = self._first_block(drafts)
         for r in range(drafts.shape[0]):
             inb = np.flatnonzero(blk[r] == first[r])
