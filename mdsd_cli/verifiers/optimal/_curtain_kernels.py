@@ -470,7 +470,9 @@ def _one_choice(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, xg
     the drafts of the first block they reach race by their marks, each piecewise uniform on its chunk's
     run (part A with probability ``lambda``, pieces used from their top down, :func:`_mark`); the
     probability that mark ``i`` is the largest is integrated exactly between breakpoints by
-    Gauss-Legendre (nodes ``xg``, weights ``wg`` on [-1, 1], exact for the degree of the product)."""
+    Gauss-Legendre (nodes ``xg``, weights ``wg`` on [-1, 1], exact for the degree of the product), then
+    normalised to sum to one (their sum is 1 to rounding; unnormalised, two halves could each be an ulp
+    above 0.5)."""
     m = drafts.shape[0]
     for i in range(m):
         out[i] = 0.0
@@ -560,8 +562,11 @@ def _one_choice(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, xg
                             prod *= F[other, t]
                     acc += wg[t] * prod
                 win[i] += inside[i] * 0.5 * acc
+    total_win = 0.0  # 1 but for rounding: normalised, so that no probability (or their sum) passes 1
     for i in range(k):
-        out[inb[i]] = win[i]
+        total_win += win[i]
+    for i in range(k):
+        out[inb[i]] = win[i] / total_win if total_win > 0.0 else 0.0
 
 
 @_jit
