@@ -336,6 +336,28 @@ def test_race_tables_are_the_enumerated_race(K, V, seed):
     assert rank[0, -1] < rank[1, -1]  # the tie goes to the smaller child
 
 
+def test_race_tables_in_one_compiled_call_equal_the_numpy_path(monkeypatch):
+    """The fused race (keys, radix sort, pass in one call) against the step-by-step path with numpy's stable
+    sort, on tables with thousands of exact ties (t_j = P_j, as the tree walks give) and zeros."""
+    from mdsd_cli.decode.sequence import race_tables
+
+    rng = np.random.default_rng(4)
+    cases = []
+    for K, V in ((2, 2380), (4, 700), (3, 1)):
+        P = rng.dirichlet(np.ones(V) * 0.3, size=K)
+        cands = np.where(rng.random((K, V)) < 0.6, P, rng.dirichlet(np.ones(V), size=K))  # many t = P: ratio A_j
+        cands[:, rng.random(V) < 0.05] = 0.0
+        caps = rng.uniform(0.2, 0.9, size=(K, 1)) * P
+        cases.append((caps, cands))
+    fused = [race_tables(*c) for c in cases]
+    monkeypatch.setenv("MDSD_DISABLE_NUMBA", "1")
+    for (caps, cands), (rank, beta, f) in zip(cases, fused):
+        r2, b2, f2 = race_tables(caps, cands)
+        assert np.array_equal(rank, r2)
+        np.testing.assert_array_equal(beta, b2)
+        np.testing.assert_array_equal(f, f2)
+
+
 @pytest.mark.parametrize("rests", [[1.0, 0.4], [1.0, 0.7, 0.7, 0.3, 0.0, 0.55]])
 @pytest.mark.parametrize("k", [1, 3])
 def test_look_ahead_sums_equal_their_definition(rests, k):

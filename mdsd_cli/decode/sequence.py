@@ -101,8 +101,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import kernel
-from .._radix import stable_argsort
+from .._jit import kernel, numba_enabled
+from .._radix import _radix_argsort, stable_argsort
 from ..errors import InputError
 from ..verifiers.base import sample_from_law
 from .drafting import DraftTree
@@ -728,6 +728,24 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
         S[j] -= t * b
 
 
+@kernel
+def _race_all(caps, cands, beta, deep, rank):  # pragma: no cover - compiled (race_tables' numpy path is tested)
+    """The whole race in one compiled call: the keys, their stable radix sort and the pass."""
+    K, V = caps.shape
+    keys = np.empty(K * V)
+    pairs = np.empty(K * V, dtype=np.int64)
+    live = _race_keys(caps, cands, keys, pairs)
+    idx = np.empty(live, dtype=np.int64)
+    _radix_argsort(keys[:live], idx)
+    js = np.empty(live, dtype=np.int64)
+    zs = np.empty(live, dtype=np.int64)
+    for p in range(live):
+        f = pairs[idx[p]]
+        js[p] = f // V
+        zs[p] = f - (f // V) * V
+    _race_pass(js, zs, caps, cands, beta, deep, rank)
+
+
 def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The race of ``select-race`` at one node: ``caps[j] = A_j P_j`` and ``cands[j] = t_j`` (child ``j``'s
     candidate law), both ``[K, V]``. The pairs ``(j, z)`` with ``t_j(z) caps_j(z) > 0`` are ranked by decreasing
@@ -737,13 +755,16 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     not in the race); ``f <= caps`` by construction."""
     K, V = caps.shape
     caps, cands = np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float)
+    beta, deep = np.zeros((K, V)), np.zeros((K, V))
+    rank = np.full((K, V), -1, dtype=np.int64)
+    if numba_enabled() and K * V > 1:
+        _race_all(caps, cands, beta, deep, rank)
+        return rank, beta, deep
     keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
     live = _race_keys(caps, cands, keys, pairs)  # row-major: j, then z
     # ties in row-major order: a stable sort (radix when compiled; the keys tie by the thousand, where t_j = P_j)
     order = pairs[stable_argsort(keys[:live])]
     js, zs = order // V, order % V
-    beta, deep = np.zeros((K, V)), np.zeros((K, V))
-    rank = np.full((K, V), -1, dtype=np.int64)
     _race_pass(js, zs, caps, cands, beta, deep, rank)
     return rank, beta, deep
 

@@ -59,6 +59,15 @@ class OptimalIID(CandidateVerifier):
             return self.q[tokens]
         return self.chain.ts[self.chain.positions(tokens)]
 
+    @property
+    def candidate(self) -> np.ndarray:
+        """The candidate law ``t`` as a ``[V]`` vector: the chain's ``ts`` put back in token order (one scatter)."""
+        if self.single:
+            return self.q.copy()
+        t = np.empty(self.V)
+        t[self.chain.order] = self.chain.ts
+        return t
+
     def accept_probability(self, tokens):
         tokens = np.asarray(tokens)
         if self.single:
