@@ -27,19 +27,16 @@ BUCKETS = 1 << WIDTH
 def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
     """``out`` = the stable ascending order of ``keys`` (float64, 1-D)."""
     n = keys.shape[0]
-    bits = np.empty(n, dtype=np.uint64)
+    plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
+    bits = plain.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
+    for i in range(n):  # negative keys: every bit flipped; others: the sign bit set (branch-free)
+        u = bits[i]
+        bits[i] = u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
     top = ~np.uint64(0)
-    flt = np.empty(1)
-    word = flt.view(np.uint64)
     for i in range(n):
-        x = keys[i]
-        if x != x:
+        if keys[i] != keys[i]:
             bits[i] = top  # NaN: last, in index order
-            continue
-        flt[0] = x + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
-        u = word[0]
-        bits[i] = ~u if u & sign else u | sign
     counts = np.zeros((DIGITS, BUCKETS), dtype=np.int64)
     mask = np.uint64(BUCKETS - 1)
     for i in range(n):
