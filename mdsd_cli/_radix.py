@@ -1,14 +1,17 @@
-"""A stable argsort of float64 keys by radix (least significant byte first): the order
-``numpy.argsort(keys, kind="stable")`` gives, ties by index, in a few linear passes.
+"""Radix sorts (least significant digit first, 11-bit digits), compiled: a stable argsort of float64
+keys (:func:`stable_argsort`, the order ``numpy.argsort(keys, kind="stable")`` gives, ties by index)
+and an in-place sort of non-negative int64 words (:func:`sort_words`, the packed keys of the chain
+orders).
 
-``numpy``'s argsorts cost 30-90 ns a key on vectors of a few thousand with many ties (a quicksort
-degrades on runs of equal keys, and the stable sort is a merge); the tree verifiers sort several such
-vectors a step (the per-node chains, ``select-race``'s race). A radix sort reads each key's eight
-bytes: one pass counts every byte's histogram, then one scatter per byte whose histogram is not a
-single bucket (keys in a narrow range share their top bytes), stable by construction. The keys are
-mapped to unsigned integers in the same order first: ``-0.0`` as ``+0.0`` and every NaN above
-``+inf``, as ``numpy`` orders them. The compiled loop lives here, imported on first use (``mdsd
---help`` never pays for numba); :func:`stable_argsort` falls back to ``numpy`` without numba.
+``numpy``'s sorts cost 30-90 ns a key on vectors of a few thousand with many ties (a quicksort
+degrades on runs of equal keys, and the stable sort is a merge), and its int64 value sort ~40 ns a word
+at V = 152,064 on the bench machine; the tree verifiers sort several such vectors a step (the per-node
+chains, ``select-race``'s race). A radix sort reads each key's 64 bits: one pass counts every digit's
+histogram, then one scatter per digit whose histogram is not a single bucket (keys in a narrow range
+share their top digits), stable by construction. Float keys are mapped to unsigned integers in the same
+order first: ``-0.0`` as ``+0.0`` and every NaN above ``+inf``, as ``numpy`` orders them. The compiled
+loops live here, imported on first use (``mdsd --help`` never pays for numba); both functions fall back
+to ``numpy`` without numba.
 """
 
 from __future__ import annotations
@@ -73,6 +76,58 @@ def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable ar
         out[i] = idx[i]
 
 
+@kernel
+def _radix_sort_words(a):  # pragma: no cover - compiled (numpy's sort is the reference)
+    """Sort non-negative int64 words in place (their order as unsigned words is theirs as integers)."""
+    n = a.shape[0]
+    u = a.view(np.uint64)
+    counts = np.zeros((DIGITS, BUCKETS), dtype=np.int64)
+    mask = np.uint64(BUCKETS - 1)
+    for i in range(n):
+        x = u[i]
+        for b in range(DIGITS):
+            counts[b, (x >> np.uint64(WIDTH * b)) & mask] += 1
+    buf = np.empty(n, dtype=np.uint64)
+    src = u
+    dst = buf
+    start = np.empty(BUCKETS, dtype=np.int64)
+    swapped = False
+    for b in range(DIGITS):
+        single = False
+        for v in range(BUCKETS):
+            if counts[b, v] == n:
+                single = True
+                break
+        if single:
+            continue
+        acc = 0
+        for v in range(BUCKETS):
+            start[v] = acc
+            acc += counts[b, v]
+        shift = np.uint64(WIDTH * b)
+        for i in range(n):
+            x = src[i]
+            v = (x >> shift) & mask
+            k = start[v]
+            start[v] = k + 1
+            dst[k] = x
+        src, dst = dst, src
+        swapped = not swapped
+    if swapped:
+        for i in range(n):
+            u[i] = src[i]
+
+
+def sort_words(a: np.ndarray) -> None:
+    """Sort a 1-D array of non-negative int64 words in place (the packed keys of the chain orders: a key's
+    bits with the token index in the low ones), by the compiled radix sort when numba is on: ~1.5x faster
+    than ``numpy.sort`` at V = 2,380 and 4x at V = 152,064 on the bench machine."""
+    if a.ndim != 1 or a.dtype != np.int64 or not a.flags.c_contiguous or not numba_enabled() or a.size < 2:
+        a.sort()
+        return
+    _radix_sort_words(a)
+
+
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
     """``numpy.argsort(keys, kind="stable")`` for a 1-D float64 vector (int64 indices), by the compiled radix
     sort when numba is on."""
@@ -84,4 +139,4 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["stable_argsort"]
+__all__ = ["sort_words", "stable_argsort"]

@@ -69,6 +69,30 @@ def test_radix_argsort_is_numpys_stable_argsort(case):
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
 
 
+@pytest.mark.parametrize("V", [2, 3, 2380, 152_064])
+def test_radix_word_sort_is_numpys_sort(V, monkeypatch):
+    from mdsd_cli._radix import sort_words
+    from mdsd_cli.samplers import packed_ratio_order
+
+    rng = np.random.default_rng(V)
+    words = rng.integers(0, 2**63 - 1, size=V, dtype=np.int64)
+    words[: V // 3] = words[0]  # ties
+    got = words.copy()
+    sort_words(got)
+    np.testing.assert_array_equal(got, np.sort(words))
+    P, Q = rng.dirichlet(np.ones(V), size=3), rng.dirichlet(np.ones(V), size=3)
+    P[:, : V // 2] = Q[:, : V // 2]  # tied ratios, and p = q = 0 tokens (NaN keys) below
+    P[0, -1] = Q[0, -1] = 0.0
+    rows = packed_ratio_order(P, Q)
+    for r in range(3):
+        key = np.abs(Q[r] / np.where(P[r] > 0, P[r], 1.0))
+        key[P[r] == 0] = np.inf
+        assert sorted(rows[r].tolist()) == list(range(V))
+        assert (np.diff(key[rows[r]]) >= -1e-12 * key[rows[r]][1:]).all()  # ascending up to the packed bits
+    monkeypatch.setenv("MDSD_DISABLE_NUMBA", "1")  # numpy's sort: the very same words
+    np.testing.assert_array_equal(packed_ratio_order(P, Q), rows)
+
+
 def test_iid_scan_kernel_keeps_canonical_prefixes_under_ties():
     # p/q ties at the minimising boundary: the reported prefix is the canonical one
     p = np.array([0.3, 0.3, 0.2, 0.2])

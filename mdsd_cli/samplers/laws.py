@@ -105,8 +105,8 @@ def packed_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     The non-negative key ``q/p`` is monotone in its IEEE bit pattern; its low
     ``b = bits(V - 1)`` mantissa bits are replaced by the token index and the
-    int64 words are sorted in place (``numpy.sort`` of values is ~3x faster
-    than ``argsort`` on AVX-512 machines). Ties go to the lower index; keys
+    int64 words are sorted in place (a compiled radix sort, :func:`~mdsd_cli._radix.sort_words`;
+    ``numpy.sort`` without numba: both cheaper than an ``argsort``). Ties go to the lower index; keys
     closer than ``2^-(52 - b)`` relative are ordered by index too, which can
     move α* by at most about that much (``b = 18`` at V = 152,064: 6e-11).
     """
@@ -121,7 +121,13 @@ def packed_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     packed >>= shift
     packed <<= shift
     packed |= np.arange(V, dtype=np.int64)
-    packed.sort(axis=-1)
+    if numba_enabled() and packed.flags.c_contiguous:
+        from .._radix import sort_words  # a radix sort of each row: 1.5-4x numpy's on these words
+
+        for row in packed.reshape(-1, V):
+            sort_words(row)
+    else:
+        packed.sort(axis=-1)
     packed &= (1 << shift) - 1
     return packed
 
