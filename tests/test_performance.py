@@ -138,8 +138,9 @@ def test_run_benchmarks_quick_gives_every_figure():
     assert all("models excluded" in r["note"] and r["pairs"] > 0 for r in decode)
     trees = [r for r in rows if r["figure"].startswith("tree verifier")]
     assert [r["figure"].split(",")[0] for r in trees] == [
-        f"tree verifier {v}:{s}" for _ in ("2x4", "4x3") for s in ("iid", "wor")
+        f"tree verifier {v}:{s}" for _ in ("synthetic", "pydoc-ngram") for _ in ("2x4", "4x3") for s in ("iid", "wor")
         for v in ("select-block", "select-traversal", "select-race")]
+    assert [r["figure"].split(", ")[2] for r in trees] == ["synthetic"] * 12 + ["pydoc-ngram"] * 12
     for r in trees:  # against traversal's time per step, measured in the same run
         assert r["baseline"] == "traversal per step" and r["baseline_s"] > 0
         assert r["ratio"] == pytest.approx(r["median_s"] / r["baseline_s"])
