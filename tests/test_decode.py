@@ -774,3 +774,40 @@ def test_a_denormal_temperature_is_the_limit_without_a_numpy_warning():
                            "--vocab", "30", "--tree", "2x2", "--prompts", "2", "-t", "1e-320", "--progress", "none"],
                           capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert done.returncode == 0 and "RuntimeWarning" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6, 0.0, 1e-320])
+def test_tempered_rows_are_the_tempered_rows_read_on_demand(temperature):
+    """The sequence walks temper a row when they first read it: the same floats as tempering all rows, rows
+    never read are never tempered, and a bad row is still refused up front (with tempered's error)."""
+    from mdsd_cli.decode import sequence as sq
+    from mdsd_cli.decode.laws import TemperedRows, tempered
+
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((7, 50)) * 3
+    logits[2, 5] = -np.inf
+    rows, eager = TemperedRows(logits, temperature), tempered(logits, temperature)
+    assert len(rows) == 7 and not rows._rows
+    np.testing.assert_array_equal(rows[3], eager[3])
+    np.testing.assert_array_equal(rows[[0, 2, 6]], eager[[0, 2, 6]])
+    np.testing.assert_array_equal(rows[-1], eager[6])
+    assert sorted(rows._rows) == [0, 2, 3, 6]
+    with pytest.raises(ValueError):
+        rows[3][0] = 1.0  # kept rows are read-only
+    bad = logits.copy()
+    bad[4] = np.nan
+    with pytest.raises(InputError, match="row 4"):
+        TemperedRows(bad, temperature)
+    # a walk on rows read on demand draws what it draws on the rows tempered at once, step for step
+    target, draft = synthetic_models(40, seed=1)
+    spec = plan_decode(["2x3"], ["select-race:wor"], temperatures=[1.0], vocab_size=40, baselines=False)[0][0]
+    from mdsd_cli.decode.drafting import grow_tree
+    from mdsd_cli.samplers import get_sampler
+
+    for seed in range(5):
+        tree = grow_tree(draft, [1, 2], spec.tree, get_sampler("wor"), 1.0, np.random.default_rng(seed))
+        L = np.asarray(target.tree_logits([1, 2], tree.parents, tree.tokens, range(tree.size)), dtype=float)
+        for name in ("traversal", "select-block", "select-race"):
+            a = sq._SAMPLES[name](tree, TemperedRows(L, 1.0), "wor", np.random.default_rng(seed), None)
+            b = sq._SAMPLES[name](tree, tempered(L, 1.0), "wor", np.random.default_rng(seed), None)
+            assert a == b

@@ -107,7 +107,7 @@ from ..errors import InputError
 from ..verifiers.base import sample_from_law
 from .drafting import DraftTree
 from .exact import _path as _path_to
-from .laws import tempered
+from .laws import TemperedRows
 from .trees import TreeShape
 from .walk import Visit, WalkResult
 
@@ -181,7 +181,7 @@ class SequenceVerifier:
         """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens
         (``cache``: prepared per-node verifiers, see :meth:`per_node`; the same outputs, less time)."""
         t0 = time.perf_counter()
-        P = tempered(target_logits, temperature)
+        P = TemperedRows(target_logits, temperature)  # the rows the walk reads, tempered as it reads them
         node, bonus = _SAMPLES[self.name](tree, P, sampler, rng, cache)
         return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
 
