@@ -125,15 +125,19 @@ def sort_words(a: np.ndarray) -> None:
     if a.ndim != 1 or a.dtype != np.int64 or not a.flags.c_contiguous or not numba_enabled() or a.size < 2:
         a.sort()
         return
+    if a.min() < 0:  # as unsigned words, negative ones would sort last: numpy's sort instead
+        a.sort()
+        return
     _radix_sort_words(a)
 
 
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
     """``numpy.argsort(keys, kind="stable")`` for a 1-D float64 vector (int64 indices), by the compiled radix
     sort when numba is on."""
-    keys = np.ascontiguousarray(keys, dtype=np.float64)
-    if keys.ndim != 1 or not numba_enabled() or keys.size < 2:
-        return np.argsort(keys, kind="stable")
+    keys = np.asarray(keys)
+    if keys.dtype != np.float64 or keys.ndim != 1 or not numba_enabled() or keys.size < 2:
+        return np.argsort(keys, kind="stable")  # other dtypes as they are (int64 above 2^53 is not a float64)
+    keys = np.ascontiguousarray(keys)
     out = np.empty(keys.size, dtype=np.int64)
     _radix_argsort(keys, out)
     return out

@@ -792,6 +792,9 @@ def test_tempered_rows_are_the_tempered_rows_read_on_demand(temperature):
     np.testing.assert_array_equal(rows[[0, 2, 6]], eager[[0, 2, 6]])
     np.testing.assert_array_equal(rows[-1], eager[6])
     assert sorted(rows._rows) == [0, 2, 3, 6]
+    transposed = np.asfortranarray(logits)  # found by review: a column-major array's rows summed in another order
+    np.testing.assert_array_equal(TemperedRows(transposed, temperature)[5], tempered(transposed, temperature)[5])
+    np.testing.assert_array_equal(tempered(transposed, temperature), eager)
     with pytest.raises(ValueError):
         rows[3][0] = 1.0  # kept rows are read-only
     bad = logits.copy()

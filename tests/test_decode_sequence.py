@@ -349,7 +349,10 @@ def test_race_tables_in_one_compiled_call_equal_the_numpy_path(monkeypatch):
         cands[:, rng.random(V) < 0.05] = 0.0
         caps = rng.uniform(0.2, 0.9, size=(K, 1)) * P
         cases.append((caps, cands))
+    cases.append((np.array([[0.9], [5e-324]]), np.array([[1.0], [1e-323]])))  # t reach underflows (found by review)
     fused = [race_tables(*c) for c in cases]
+    for (caps, _), (_, beta, f) in zip(cases, fused):
+        assert np.isfinite(beta).all() and np.isfinite(f).all() and (f <= caps).all()
     monkeypatch.setenv("MDSD_DISABLE_NUMBA", "1")
     for (caps, cands), (rank, beta, f) in zip(cases, fused):
         r2, b2, f2 = race_tables(caps, cands)

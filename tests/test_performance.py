@@ -69,6 +69,17 @@ def test_radix_argsort_is_numpys_stable_argsort(case):
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
 
 
+def test_radix_sorts_leave_what_they_do_not_sort_to_numpy():
+    """Found by review: int64 keys above 2^53 are not float64 keys, and negative words sort last as unsigned
+    ones; both go to numpy's sorts."""
+    from mdsd_cli._radix import sort_words, stable_argsort
+
+    np.testing.assert_array_equal(stable_argsort(np.array([2**53 + 1, 2**53])), [1, 0])
+    words = np.array([5, -1, 3, -(2**62)], dtype=np.int64)
+    sort_words(words)
+    np.testing.assert_array_equal(words, [-(2**62), -1, 3, 5])
+
+
 @pytest.mark.parametrize("V", [2, 3, 2380, 152_064])
 def test_radix_word_sort_is_numpys_sort(V, monkeypatch):
     from mdsd_cli._radix import sort_words

@@ -15,7 +15,7 @@ def tempered(logits, temperature: float) -> np.ndarray:
     one cheap check in place of its input validation: a row whose maximum is
     not finite (NaN anywhere, ``+inf``, or all ``-inf``) is refused.
     """
-    x = np.asarray(logits, dtype=np.float64)
+    x = np.ascontiguousarray(logits, dtype=np.float64)  # rows contiguous: a row's sum the same as a row alone
     if x.ndim == 1:
         x = x[None, :]
     top = x.max(axis=1, keepdims=True)
@@ -42,7 +42,7 @@ class TemperedRows:
     ``rows[list]`` their stack."""
 
     def __init__(self, logits, temperature: float):
-        x = np.asarray(logits, dtype=np.float64)
+        x = np.ascontiguousarray(logits, dtype=np.float64)
         if x.ndim == 1:
             x = x[None, :]
         top = x.max(axis=1)

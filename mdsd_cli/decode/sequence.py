@@ -722,9 +722,10 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
         if reach <= 0.0:
             continue
         t = cands[j, z]
-        b = min(1.0, caps[j, z] / (t * reach))
+        tr = t * reach
+        b = min(1.0, caps[j, z] / tr) if tr > 0.0 else 1.0  # tr underflows to 0 with denormal t: the cap is not binding
         beta[j, z] = b
-        deep[j, z] = t * b * reach
+        deep[j, z] = min(tr * b, caps[j, z])  # f <= caps also where rounding in denormals would pass it
         S[j] -= t * b
 
 

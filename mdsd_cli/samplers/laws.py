@@ -108,7 +108,9 @@ def packed_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     int64 words are sorted in place (a compiled radix sort, :func:`~mdsd_cli._radix.sort_words`;
     ``numpy.sort`` without numba: both cheaper than an ``argsort``). Ties go to the lower index; keys
     closer than ``2^-(52 - b)`` relative are ordered by index too, which can
-    move α* by at most about that much (``b = 18`` at V = 152,064: 6e-11).
+    move α* by at most about that much (``b = 18`` at V = 152,064: 6e-11). Tokens with
+    ``p = q = 0`` share the ``+inf`` key of those with ``p = 0 < q`` (by index among them; last either
+    way, and of no mass), where :func:`ratio_order` puts them after.
     """
     p = np.asarray(p, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
@@ -116,7 +118,7 @@ def packed_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     shift = max(1, int(V - 1).bit_length())
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.abs(q / p)
-    key[np.isnan(key)] = np.inf  # p = q = 0: last
+    key[np.isnan(key)] = np.inf  # p = q = 0: with the p = 0 < q tokens (+inf) at the end, by index
     packed = key.view(np.int64)
     packed >>= shift
     packed <<= shift

@@ -515,8 +515,9 @@ def _one_choice(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, xg
                 hi = sign * (top - (x1 - depth))
                 if lo > hi:
                     lo, hi = hi, lo
-                if hi <= lo:
-                    continue
+                # a piece narrower than the float spacing at its position (a draft of q ~1e-16 of its
+                # position, or denormal) collapses to hi == lo: kept as an atom, not dropped (its weight
+                # would vanish and, through the others' distribution functions, every draft's win with it)
                 seg_lo[count] = lo
                 seg_hi[count] = hi
                 seg_w[count] = w * ((x1 - x0) / mass)
@@ -562,6 +563,29 @@ def _one_choice(p, q, qs, ts, rs, order, cuts, suffix, first_tail, n, drafts, xg
                             prod *= F[other, t]
                     acc += wg[t] * prod
                 win[i] += inside[i] * 0.5 * acc
+    for s in range(count):  # atoms: P(mark i = x is the largest) = w prod_l P(mark l < x), ties to the earlier draft
+        if seg_hi[s] > seg_lo[s]:
+            continue
+        i = owner[s]
+        x = seg_lo[s]
+        prod = seg_w[s]
+        for other in range(k):
+            if other == i:
+                continue
+            below = 0.0
+            for s2 in range(count):
+                if owner[s2] != other:
+                    continue
+                sa, sb, w = seg_lo[s2], seg_hi[s2], seg_w[s2]
+                if sb == sa:
+                    if sa < x or (sa == x and other > i):
+                        below += w
+                elif sb <= x:
+                    below += w
+                elif sa < x:
+                    below += w * ((x - sa) / (sb - sa))
+            prod *= below
+        win[i] += prod
     total_win = 0.0  # 1 but for rounding: normalised, so that no probability (or their sum) passes 1
     for i in range(k):
         total_win += win[i]

@@ -162,19 +162,23 @@ class OptimalIID(CandidateVerifier):
         if self.single or drafts.shape[1] == 1:
             out[:, 0] = 1.0
             return out
-        if drafts.shape[0] == 1 and numba_enabled():  # one row, as a tree walk asks: one compiled call
-            from ._curtain_kernels import _one_choice
+        # row by row, each in one call of the row kernel (compiled when numba is on): a piece's weight from its
+        # length in mass, not from its rounded positions, and a piece too short for its positions kept as an atom
+        from ._curtain_kernels import _one_choice
 
-            ch = self.chain
-            xg, wg = _gauss_legendre(self.n // 2 + 2)  # exact for the product of the n - 1 others' CDFs
+        ch = self.chain
+        xg, wg = _gauss_legendre(self.n // 2 + 2)  # exact for the product of the n - 1 others' CDFs
+        rows = np.ascontiguousarray(drafts, dtype=np.int64)
+        for r in range(rows.shape[0]):
             _one_choice(self.p, self.q, ch.qs, ch.ts, ch.rs, ch.order, ch.cuts, ch.suffix, ch.first_tail, self.n,
-                        np.ascontiguousarray(drafts[0], dtype=np.int64), xg, wg, FIRST_CHUNK, LARGEST_CHUNK, SLACK,
-                        CHUNK_BUDGET, out[0])
-            return out
-        return self._choice_rows(drafts, out)
+                        rows[r], xg, wg, FIRST_CHUNK, LARGEST_CHUNK, SLACK, CHUNK_BUDGET, out[r])
+        return out
 
     def _choice_rows(self, drafts, out):
-        """:meth:`choice` row by row with :class:`~.curtain.Curtain` (the reference of the compiled row)."""
+        """:meth:`choice` row by row from :class:`~.curtain.Curtain`'s densities (the older path, kept for
+        comparison): it takes a piece's probability from its rounded positions, which loses pieces short
+        next to their position on the axis (a tiny-mass block far up the axis), where :meth:`choice` keeps
+        them (tests check both against an exact rational integration)."""
         pos, blk, first = self._first_block(drafts)
         for r in range(drafts.shape[0]):
             inb = np.flatnonzero(blk[r] == first[r])
