@@ -41,7 +41,8 @@ when a block's largest ratios are tied (the capped tokens of ``A*``).
 
 Everything is exact up to floating-point rounding: the marks' law, hence
 ``P(Z = x_i | X)``, is piecewise uniform and its winner probabilities are
-integrated exactly (:meth:`Curtain.win_probabilities`).
+integrated exactly (:func:`~mdsd_cli.verifiers.optimal._curtain_kernels._one_choice`;
+:meth:`Curtain.densities` gives a mark's pieces on the axis, as the tests' exact checks use them).
 """
 
 from __future__ import annotations
@@ -156,7 +157,9 @@ class Curtain:
     def densities(self, chunk, lam):
         """The piecewise-uniform law of one mark: ``[(start, end, probability), ...]`` with
         positions relative to ``o`` (probabilities, not densities: a piece may be too short
-        for its density to be finite)."""
+        for its density to be finite). The probabilities come from the pieces' rounded positions, so a
+        piece shorter than the float spacing at its place is lost here: the tests' exact checks of the
+        construction use this, the exact choice probabilities take a piece's length in mass instead."""
         c = int(chunk)
         a_mass, b_mass = self.split[c], self.total[c] - self.split[c]
         part_a, part_b = self._parts(c)
@@ -174,36 +177,3 @@ def _gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     xg, wg = np.polynomial.legendre.leggauss(n)
     xg.flags.writeable = wg.flags.writeable = False
     return xg, wg
-
-
-def win_probabilities(laws, n_quad):
-    """``P(mark_i is the largest)`` for independent piecewise-uniform marks.
-
-    ``laws[i]`` is a list of ``(start, end, probability)``; the product of CDFs is a
-    polynomial on each piece between breakpoints, integrated exactly by
-    Gauss-Legendre with ``n_quad`` nodes (exact for degree ``2 n_quad - 1``).
-    """
-    k = len(laws)
-    if k == 1:
-        return np.ones(1)
-    points = sorted({x for law in laws for (a, b, _) in law for x in (a, b)})
-    xg, wg = _gauss_legendre(max(1, int(n_quad)))
-    win = np.zeros(k)
-    for lo, hi in zip(points[:-1], points[1:]):
-        if hi <= lo:
-            continue
-        frac = 0.5 * (xg + 1.0)  # nodes as fractions of [lo, hi]
-        F = np.zeros((k, frac.size))
-        mass = np.zeros(k)  # each mark's probability on [lo, hi]
-        for i, law in enumerate(laws):
-            for a, b, w in law:
-                if b <= lo:
-                    F[i] += w
-                elif a < hi:  # [lo, hi] lies inside [a, b]
-                    F[i] += w * ((lo - a) / (b - a) + (hi - lo) / (b - a) * frac)
-                    mass[i] += w * ((hi - lo) / (b - a))
-        for i in range(k):
-            if mass[i] > 0:
-                others = np.prod(np.delete(F, i, axis=0), axis=0)
-                win[i] += mass[i] * 0.5 * float(wg @ others)
-    return win

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..._jit import numba_enabled
 from .candidate import CandidateVerifier, iid_chain
-from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, _gauss_legendre, win_probabilities
+from .curtain import FIRST_CHUNK, LARGEST_CHUNK, SLACK, Curtain, _gauss_legendre
 
 #: First budget of chunks for a block's coupling (see :meth:`OptimalIID.curtain`).
 CHUNK_BUDGET = 64
@@ -172,22 +172,6 @@ class OptimalIID(CandidateVerifier):
         for r in range(rows.shape[0]):
             _one_choice(self.p, self.q, ch.qs, ch.ts, ch.rs, ch.order, ch.cuts, ch.suffix, ch.first_tail, self.n,
                         rows[r], xg, wg, FIRST_CHUNK, LARGEST_CHUNK, SLACK, CHUNK_BUDGET, out[r])
-        return out
-
-    def _choice_rows(self, drafts, out):
-        """:meth:`choice` row by row from :class:`~.curtain.Curtain`'s densities (the older path, kept for
-        comparison): it takes a piece's probability from its rounded positions, which loses pieces short
-        next to their position on the axis (a tiny-mass block far up the axis), where :meth:`choice` keeps
-        them (tests check both against an exact rational integration)."""
-        pos, blk, first = self._first_block(drafts)
-        for r in range(drafts.shape[0]):
-            inb = np.flatnonzero(blk[r] == first[r])
-            if inb.size == 1:
-                out[r, inb[0]] = 1.0
-                continue
-            cur, chunk, lam = self._marks_setup(int(first[r]), pos[r, inb])
-            laws = [cur.densities(c, lm) for c, lm in zip(chunk, lam)]
-            out[r, inb] = win_probabilities(laws, (inb.size + 1) // 2 + 1)
         return out
 
     def sample(self, drafts, rng):
