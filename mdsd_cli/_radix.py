@@ -27,69 +27,18 @@ BUCKETS = 1 << WIDTH
 
 
 @kernel
-def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
-    """``out`` = the stable ascending order of ``keys`` (float64, 1-D)."""
-    n = keys.shape[0]
-    plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
-    bits = plain.view(np.uint64)
-    sign = np.uint64(1) << np.uint64(63)
-    for i in range(n):  # negative keys: every bit flipped; others: the sign bit set (branch-free)
-        u = bits[i]
-        bits[i] = u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
-    top = ~np.uint64(0)
-    for i in range(n):
-        if keys[i] != keys[i]:
-            bits[i] = top  # NaN: last, in index order
+def _lsd_sort(bits, idx, carry):  # pragma: no cover - compiled (numpy's sorts are the reference)
+    """Sort the unsigned words ``bits`` in place, least significant digit first (stable), moving ``idx`` with
+    them where ``carry``: one pass counts every digit's histogram, one scatter per digit that varies."""
+    n = bits.shape[0]
     counts = np.zeros((DIGITS, BUCKETS), dtype=np.int64)
     mask = np.uint64(BUCKETS - 1)
     for i in range(n):
         u = bits[i]
         for b in range(DIGITS):
             counts[b, (u >> np.uint64(WIDTH * b)) & mask] += 1
-    idx = np.arange(n)
-    idx2 = np.empty(n, dtype=np.int64)
-    bits2 = np.empty(n, dtype=np.uint64)
-    start = np.empty(BUCKETS, dtype=np.int64)
-    for b in range(DIGITS):
-        single = False
-        for v in range(BUCKETS):
-            if counts[b, v] == n:
-                single = True
-                break
-        if single:
-            continue
-        acc = 0
-        for v in range(BUCKETS):
-            start[v] = acc
-            acc += counts[b, v]
-        shift = np.uint64(WIDTH * b)
-        for i in range(n):
-            u = bits[i]
-            v = (u >> shift) & mask
-            k = start[v]
-            start[v] = k + 1
-            bits2[k] = u
-            idx2[k] = idx[i]
-        bits, bits2 = bits2, bits
-        idx, idx2 = idx2, idx
-    for i in range(n):
-        out[i] = idx[i]
-
-
-@kernel
-def _radix_sort_words(a):  # pragma: no cover - compiled (numpy's sort is the reference)
-    """Sort non-negative int64 words in place (their order as unsigned words is theirs as integers)."""
-    n = a.shape[0]
-    u = a.view(np.uint64)
-    counts = np.zeros((DIGITS, BUCKETS), dtype=np.int64)
-    mask = np.uint64(BUCKETS - 1)
-    for i in range(n):
-        x = u[i]
-        for b in range(DIGITS):
-            counts[b, (x >> np.uint64(WIDTH * b)) & mask] += 1
-    buf = np.empty(n, dtype=np.uint64)
-    src = u
-    dst = buf
+    src, dst = bits, np.empty(n, dtype=np.uint64)
+    isrc, idst = idx, np.empty(n if carry else 0, dtype=np.int64)
     start = np.empty(BUCKETS, dtype=np.int64)
     swapped = False
     for b in range(DIGITS):
@@ -106,16 +55,47 @@ def _radix_sort_words(a):  # pragma: no cover - compiled (numpy's sort is the re
             acc += counts[b, v]
         shift = np.uint64(WIDTH * b)
         for i in range(n):
-            x = src[i]
-            v = (x >> shift) & mask
-            k = start[v]
-            start[v] = k + 1
-            dst[k] = x
+            u = src[i]
+            k = start[(u >> shift) & mask]
+            start[(u >> shift) & mask] = k + 1
+            dst[k] = u
+            if carry:
+                idst[k] = isrc[i]
         src, dst = dst, src
+        isrc, idst = idst, isrc
         swapped = not swapped
-    if swapped:
+    if swapped:  # the sorted words (and indices) are in the scratch arrays: back in place
         for i in range(n):
-            u[i] = src[i]
+            bits[i] = src[i]
+        if carry:
+            for i in range(n):
+                idx[i] = isrc[i]
+
+
+@kernel
+def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
+    """``out`` = the stable ascending order of ``keys`` (float64, 1-D): the keys as unsigned words in the same
+    order, sorted with their indices."""
+    n = keys.shape[0]
+    plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
+    bits = plain.view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    for i in range(n):  # negative keys: every bit flipped; others: the sign bit set (branch-free)
+        u = bits[i]
+        bits[i] = u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
+    top = ~np.uint64(0)
+    for i in range(n):
+        if keys[i] != keys[i]:
+            bits[i] = top  # NaN: last, in index order
+    for i in range(n):
+        out[i] = i
+    _lsd_sort(bits, out, True)
+
+
+@kernel
+def _radix_sort_words(a):  # pragma: no cover - compiled (numpy's sort is the reference)
+    """Sort non-negative int64 words in place (their order as unsigned words is theirs as integers)."""
+    _lsd_sort(a.view(np.uint64), np.empty(0, dtype=np.int64), False)
 
 
 def sort_words(a: np.ndarray) -> None:
