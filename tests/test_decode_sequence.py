@@ -330,9 +330,10 @@ def test_race_tables_are_the_enumerated_race(K, V, seed):
     plain(js[order], zs[order], caps, cands, b2, f2, r2)
     assert np.allclose(b2, beta, rtol=0, atol=1e-15) and np.allclose(f2, f, rtol=0, atol=1e-15)
     assert np.array_equal(r2, rank)
-    keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
-    live = getattr(_race_keys, "py_func", _race_keys)(caps, cands, keys, pairs)
-    assert live == int((rank >= 0).sum()) and np.array_equal(pairs[:live], np.flatnonzero(rank.ravel() >= 0))
+    keys, kj, kz = np.empty(K * V), np.empty(K * V, dtype=np.int64), np.empty(K * V, dtype=np.int64)
+    live = getattr(_race_keys, "py_func", _race_keys)(caps, cands, keys, kj, kz)
+    assert live == int((rank >= 0).sum()) and np.array_equal(kj[:live] * V + kz[:live],
+                                                             np.flatnonzero(rank.ravel() >= 0))
     assert rank[0, -1] < rank[1, -1]  # the tie goes to the smaller child
 
 

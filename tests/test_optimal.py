@@ -329,19 +329,26 @@ def test_the_pure_python_kernels_agree_with_the_compiled_ones():
     from mdsd_cli._jit import numba_enabled
     from mdsd_cli.verifiers.optimal import _candidate_kernels as k
     from mdsd_cli.verifiers.optimal import _curtain_kernels as kc
-    from mdsd_cli.verifiers.optimal.candidate import _packed_chain_order
-
     if not numba_enabled():
         pytest.skip("numba is off: the plain functions are the only ones")
     rng = np.random.default_rng(4)
     p, q = random_pair(rng, 300, zeros=True)
-    order, shift = _packed_chain_order(p, q)
+    V = p.size
+    shift = max(1, int(V - 1).bit_length())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(p > 0, np.abs(q / np.where(p > 0, p, 1.0)), np.where(q > 0, np.inf, np.nan))
+    packed = np.sort(((key.view(np.int64) >> shift) << shift) | np.arange(V))  # the words _iid_chain sorts
+    order = packed & ((1 << shift) - 1)
     outs = []
     for fn in (k._chain_plan, k._chain_plan.py_func):
-        V = p.size
         arrays = (np.empty(V), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1), np.empty(V + 2, np.int64))
         res = fn(p, q, order.copy(), shift, 3, 1e-12, *arrays)
         outs.append((res, arrays))
+    fused = np.empty(V, np.int64), *(np.empty_like(a) for a in outs[0][1])  # keys, sort and chain in one call
+    assert k._iid_chain(p, q, shift, 3, 1e-12, *fused) == outs[0][0]
+    for x, y in zip(fused[1:], outs[0][1]):
+        np.testing.assert_array_equal(x[: len(x) if x.dtype != np.int64 else outs[0][0][1]],
+                                      y[: len(y) if y.dtype != np.int64 else outs[0][0][1]])
     (r1, a1), (r2, a2) = outs
     assert r1[:2] == r2[:2] and r1[2] == pytest.approx(r2[2], abs=1e-15)
     for x, y in zip(a1, a2):

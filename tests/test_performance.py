@@ -52,7 +52,8 @@ def test_compiled_kernels_equal_pure_numpy(monkeypatch):
     assert pairs[2] is None and pair_hit_chain(np.array([1.0, 5e-324])) is None
 
 
-@pytest.mark.parametrize("case", ["random", "ties", "specials", "denormal", "tiny", "large", "equal"])
+@pytest.mark.parametrize("case", ["random", "ties", "specials", "denormal", "tiny", "large", "equal", "clusters",
+                                  "clusters-large"])
 def test_radix_argsort_is_numpys_stable_argsort(case):
     from mdsd_cli._radix import stable_argsort
 
@@ -63,7 +64,11 @@ def test_radix_argsort_is_numpys_stable_argsort(case):
             "denormal": rng.random(2000) * 1e-310 - 5e-311,
             "tiny": np.array([2.0, 1.0]),
             "large": rng.random(200_000) ** 3,
-            "equal": np.full(1000, 0.25)}[case]
+            "equal": np.full(1000, 0.25),
+            # far-apart clusters: the top digits leave one cluster in long runs of distinct keys (finished by
+            # their lower digits), the other in short ones (by insertion)
+            "clusters": np.where(rng.random(5000) < 0.5, 1e-300 * rng.random(5000), 1.0 + rng.random(5000) * 1e-9),
+            "clusters-large": np.where(rng.random(30_000) < 0.5, -3.0, 1.0 + rng.random(30_000) * 1e-12)}[case]
     got = stable_argsort(keys)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
@@ -88,6 +93,7 @@ def test_radix_word_sort_is_numpys_sort(V, monkeypatch):
     rng = np.random.default_rng(V)
     words = rng.integers(0, 2**63 - 1, size=V, dtype=np.int64)
     words[: V // 3] = words[0]  # ties
+    words[V // 3 : V // 2] = 2**62 + rng.integers(0, 2**20, size=V // 2 - V // 3)  # a narrow cluster: long runs
     got = words.copy()
     sort_words(got)
     np.testing.assert_array_equal(got, np.sort(words))

@@ -691,16 +691,17 @@ def _select_traversal_sample(tree, P, sampler, rng, cache=None):
 # --- select-race: the children's candidates race by their cap-to-candidate ratio ---------------------------
 
 @kernel
-def _race_keys(caps, cands, keys, pairs):  # pragma: no cover - compiled (the plain version is tested)
-    """The race's sort keys: ``-caps / cands`` of every pair with both positive, and the pair's flat index
-    ``j V + z``, in row-major order; returns how many."""
+def _race_keys(caps, cands, keys, js, zs):  # pragma: no cover - compiled (the plain version is tested)
+    """The race's sort keys: ``-caps / cands`` of every pair with both positive, with the pair's child ``j``
+    and token ``z``, in row-major order; returns how many."""
     K, V = caps.shape
     count = 0
     for j in range(K):
         for z in range(V):
             if cands[j, z] > 0.0 and caps[j, z] > 0.0:
                 keys[count] = -(caps[j, z] / cands[j, z])
-                pairs[count] = j * V + z
+                js[count] = j
+                zs[count] = z
                 count += 1
     return count
 
@@ -723,10 +724,16 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
             continue
         t = cands[j, z]
         tr = t * reach
-        b = min(1.0, caps[j, z] / tr) if tr > 0.0 else 1.0  # tr underflows to 0 with denormal t: the cap is not binding
-        beta[j, z] = b
-        deep[j, z] = min(tr * b, caps[j, z])  # f <= caps also where rounding in denormals would pass it
-        S[j] -= t * b
+        c = caps[j, z]
+        if c >= tr:  # the cap does not bind (also where tr underflows to 0 with denormal t): beta = 1
+            beta[j, z] = 1.0
+            deep[j, z] = tr
+            S[j] -= t
+        else:
+            b = c / tr
+            beta[j, z] = b
+            deep[j, z] = min(tr * b, c)  # f <= caps also where rounding in denormals would pass it
+            S[j] -= t * b
 
 
 @kernel
@@ -734,16 +741,16 @@ def _race_all(caps, cands, beta, deep, rank):  # pragma: no cover - compiled (ra
     """The whole race in one compiled call: the keys, their stable radix sort and the pass."""
     K, V = caps.shape
     keys = np.empty(K * V)
-    pairs = np.empty(K * V, dtype=np.int64)
-    live = _race_keys(caps, cands, keys, pairs)
+    jk = np.empty(K * V, dtype=np.int64)
+    zk = np.empty(K * V, dtype=np.int64)
+    live = _race_keys(caps, cands, keys, jk, zk)
     idx = np.empty(live, dtype=np.int64)
     _radix_argsort(keys[:live], idx)
     js = np.empty(live, dtype=np.int64)
     zs = np.empty(live, dtype=np.int64)
     for p in range(live):
-        f = pairs[idx[p]]
-        js[p] = f // V
-        zs[p] = f - (f // V) * V
+        js[p] = jk[idx[p]]
+        zs[p] = zk[idx[p]]
     _race_pass(js, zs, caps, cands, beta, deep, rank)
 
 
@@ -761,11 +768,11 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     if numba_enabled() and K * V > 1:
         _race_all(caps, cands, beta, deep, rank)
         return rank, beta, deep
-    keys, pairs = np.empty(K * V), np.empty(K * V, dtype=np.int64)
-    live = _race_keys(caps, cands, keys, pairs)  # row-major: j, then z
+    keys, js, zs = np.empty(K * V), np.empty(K * V, dtype=np.int64), np.empty(K * V, dtype=np.int64)
+    live = _race_keys(caps, cands, keys, js, zs)  # row-major: j, then z
     # ties in row-major order: a stable sort (radix when compiled; the keys tie by the thousand, where t_j = P_j)
-    order = pairs[stable_argsort(keys[:live])]
-    js, zs = order // V, order % V
+    order = stable_argsort(keys[:live])
+    js, zs = js[order], zs[order]
     _race_pass(js, zs, caps, cands, beta, deep, rank)
     return rank, beta, deep
 

@@ -1,6 +1,6 @@
 """Compiled kernels of the candidate law (numba when enabled): the iid chain of
 :func:`~mdsd_cli.verifiers.optimal.candidate.iid_chain` (its sort keys, the exact order, the
-candidate law ``t`` along it, the tight cuts and α*).
+candidate law ``t`` along it, the tight cuts and α*; all in one call, :func:`_iid_chain`).
 
 Imported on first use, so that ``mdsd --help`` never pays for numba. With
 ``MDSD_DISABLE_NUMBA=1`` the same functions run as plain Python (tests compare
@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..._jit import kernel as _jit
+from ..._radix import _lsd_sort
 
 
 @_jit
@@ -104,27 +105,26 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
             rs[start:k] = sub_r
             order[start:k] = sub_o
         start = k
-    Pc = np.empty(V + 1)
-    Qc = np.empty(V + 1)
-    Pc[0] = 0.0
-    Qc[0] = 0.0
-    for k in range(V):
-        Pc[k + 1] = Pc[k] + ps[k]
-        Qc[k + 1] = Qc[k] + qs[k]
     sq[V] = 0.0
     for k in range(V - 1, -1, -1):
         sq[k] = sq[k + 1] + qs[k]
     # H_k = P(X hits chain[:k]) = 1 - sq[k]^n: exact in the tail, where 1 - Qc loses it
     # K: the last position within 1e-13 of the minimum (one pass: once the running minimum
-    # is final, every later candidate is measured against it)
+    # is final, every later candidate is measured against it), in the pass of the prefix sums
+    Pc = np.empty(V + 1)
+    Qc = np.empty(V + 1)
+    Pc[0] = 0.0
+    Qc[0] = 0.0
     gmin = 0.0
     K = 0
-    for k in range(1, V + 1):
-        g = (1.0 - sq[k] ** n) - Pc[k]
+    for k in range(V):
+        Pc[k + 1] = Pc[k] + ps[k]
+        Qc[k + 1] = Qc[k] + qs[k]
+        g = (1.0 - sq[k + 1] ** n) - Pc[k + 1]
         if g < gmin:
             gmin = g
         if g <= gmin + 1e-13:
-            K = k
+            K = k + 1
     # on A* = chain[:K]: t = min(p, lam q) summing to H_K; the capped tokens are a prefix
     HK = 0.0
     if K > 0:
@@ -224,6 +224,21 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     for k in range(V):
         alpha, comp = _compensated_add(alpha, comp, ts[k] if ts[k] < ps[k] else ps[k])
     return K, ncut, alpha + comp
+
+
+@_jit
+def _iid_chain(p, q, shift, n, tight, order, qs, ps, rs, ts, sq, cuts):
+    """:func:`_packed_keys`, their radix sort and :func:`_chain_plan` in one call (``order`` receives the
+    chain): the whole set-up of the iid chain without a return to Python between them."""
+    V = p.shape[0]
+    key = np.empty(V)
+    packed = key.view(np.int64)
+    _packed_keys(p, q, shift, key, packed)
+    _lsd_sort(packed.view(np.uint64), np.empty(0, dtype=np.int64), False)
+    mask = (1 << shift) - 1
+    for k in range(V):
+        order[k] = packed[k] & mask
+    return _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts)
 
 
 @_jit

@@ -228,51 +228,23 @@ class IIDChain:
         return float(self.suffix[self.cuts[block + 1]])
 
 
-def _packed_chain_order(p, q):
-    """Tokens by increasing ``q/p`` up to near-ties (the kernel repairs those): a value
-    sort of the key's bits with the index in the low bits. Unlike
-    :func:`~mdsd_cli.samplers.packed_ratio_order`, tokens with ``p = q = 0`` (NaN key)
-    come after those with ``p = 0 < q`` (+inf)."""
-    V = p.shape[-1]
-    shift = max(1, int(V - 1).bit_length())
-    if numba_enabled():  # one compiled pass instead of a dozen numpy calls
-        from ._candidate_kernels import _packed_keys
-
-        key = np.empty(V)
-        packed = key.view(np.int64)
-        _packed_keys(p, q, shift, key, packed)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            key = np.abs(q / p)
-        key[np.isnan(key)] = np.nan  # one canonical NaN, above +inf as bits
-        packed = key.view(np.int64)
-        packed >>= shift
-        packed <<= shift
-        packed |= np.arange(V, dtype=np.int64)
-    if numba_enabled():
-        from ..._radix import sort_words
-
-        sort_words(packed)  # a radix sort: 1.5-4x numpy's on these words
-    else:
-        packed.sort()
-    packed &= (1 << shift) - 1
-    return packed, shift
-
-
 def iid_chain(p: np.ndarray, q: np.ndarray, n: int) -> IIDChain:
     """:class:`IIDChain` for ``n`` iid drafts: one argsort and a few passes over V
     (compiled; :func:`iid_chain_numpy` when numba is off)."""
     if not numba_enabled():
         return iid_chain_numpy(p, q, n)
-    from ._candidate_kernels import _chain_plan
+    from ._candidate_kernels import _iid_chain
 
     V = p.size
-    # a value sort of truncated keys (ties and near-ties by index), which the kernel
-    # repairs into the exact chain: cheaper than an argsort
-    order, shift = _packed_chain_order(p, q)
+    # a value sort of the keys' bits truncated by `shift`, the token index in the low bits (ties and
+    # near-ties by index), which the kernel repairs into the exact chain: cheaper than an argsort; keys,
+    # sort and chain in one call
+    shift = max(1, int(V - 1).bit_length())
+    order = np.empty(V, dtype=np.int64)
     qs, ps, rs, ts, sq = np.empty(V), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1)
     cuts = np.empty(V + 2, dtype=np.int64)
-    K, ncut, alpha = _chain_plan(p, q, order, shift, n, TIGHT, qs, ps, rs, ts, sq, cuts)
+    K, ncut, alpha = _iid_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
+                                shift, n, TIGHT, order, qs, ps, rs, ts, sq, cuts)
     cuts = cuts[:ncut]
     first_tail = int(np.searchsorted(cuts, K, side="left"))
     return IIDChain(order, qs, ps, ts, int(K), cuts, first_tail, float(alpha), sq, rs, p, q)
