@@ -324,13 +324,18 @@ def test_compiled_chain_targets_equal_numpy():
             p, q = np.round(p * 8) + 1e-12, np.round(q * 8) + (q > 0) * 1e-12
             p, q = p / p.sum(), q / q.sum()
         n = 2 + trial % 4
-        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)
+        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)  # n = 2: order, H, t in one call
         assert np.array_equal(order, ratio_order(p, q))
+        np.testing.assert_allclose(H, sampler.hit_probability_chain(q, n, order), rtol=1e-14, atol=1e-15)
         order2, K2, t2, cuts2, H2 = chain_targets_numpy(p, q, order, H, hits=True)
         assert K == K2 and np.array_equal(cuts, cuts2), (trial, K, K2)
         np.testing.assert_allclose(t, t2, rtol=0, atol=1e-15)
         got, want = block_index(order, K, cuts, q), block_index_numpy(order, K, cuts, q)
         assert np.array_equal(got[0], want[0]) and got[1:] == want[1:]
+    p, q = np.array([0.5, 0.5]), np.array([1.0, 5e-324])  # the pair's closed form declines: the quadrature
+    order, K, t, cuts, H = chain_targets(p, q, 2, sampler, hits=True)
+    np.testing.assert_allclose(H, sampler.hit_probability_chain(q, 2, order), rtol=0, atol=1e-15)
+    assert (H >= 0).all() and (H <= 1).all() and K == chain_targets_numpy(p, q, order, H)[1]
 
 
 def _block_data(p, q, n):

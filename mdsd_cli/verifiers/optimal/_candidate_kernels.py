@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ..._radix import _lsd_sort
+from ..._radix import _lsd_sort, _radix_argsort
+from ..._wor_loops import _pair_loops
 
 
 @_jit
@@ -346,6 +347,42 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
         if k == 0 or k == K or k == V or abs(T - H[k]) <= tight * max(1.0, H[k]):
             cuts[ncut] = k
             ncut += 1
+    return K, ncut
+
+
+@_jit
+def _pair_chain(p, q, tight, order, H, ts, cuts):
+    """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for a pair without replacement in one
+    call: the chain (``ratio_order``'s keys and stable sort), the pair's hit chain in closed form
+    (:func:`~mdsd_cli._wor_loops._pair_loops` on ``q`` normalised along it) and :func:`_chain_targets`.
+    Fills ``order``, ``H``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts)``, or
+    ``(-1, 0)`` where the closed form declines (a dominant token's ``1 - q`` below 1e-100)."""
+    V = p.shape[0]
+    key = np.empty(V)
+    for k in range(V):  # |q / p| as numpy gives it: +inf where p = 0 < q, NaN where p = q = 0
+        if p[k] > 0.0:
+            key[k] = abs(q[k] / p[k])
+        elif q[k] > 0.0:
+            key[k] = np.inf
+        else:
+            key[k] = np.nan
+    _radix_argsort(key, order)
+    ps = np.empty(V)
+    qs = np.empty(V)
+    total = 0.0
+    for k in range(V):
+        ps[k] = p[order[k]]
+        qs[k] = q[order[k]]
+        total += qs[k]
+    unit = np.empty(V)
+    for k in range(V):
+        unit[k] = qs[k] / total
+    if not _pair_loops(unit, H):
+        return -1, 0
+    along = np.empty(V)
+    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
+    for k in range(V):
+        ts[order[k]] = along[k]
     return K, ncut
 
 

@@ -95,8 +95,18 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     Returns ``(order, K, t, cuts)`` with ``t`` indexed by token, and the hit
     probabilities ``H[k] = P(X hits A_k)`` after them with ``hits=True``. One
     compiled pass after the order and ``H`` (:func:`chain_targets_numpy` when
-    numba is off).
+    numba is off); for a pair without replacement the order, ``H`` and the pass
+    in one compiled call (:func:`~._candidate_kernels._pair_chain`).
     """
+    if numba_enabled() and p.size > 1 and _pair_draws(sampler, q, n):
+        from ._candidate_kernels import _pair_chain
+
+        V = p.size
+        order, H, t, cuts = np.empty(V, np.int64), np.empty(V + 1), np.empty(V), np.empty(V + 2, np.int64)
+        K, ncut = _pair_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
+                              TIGHT, order, H, t, cuts)
+        if K >= 0:
+            return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
     order = ratio_order(p, q)
     H = sampler.hit_probability_chain(q, n, order)
     if not numba_enabled():
@@ -111,6 +121,16 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     if hits:
         return order, int(K), t, cuts[:ncut], H
     return order, int(K), t, cuts[:ncut]
+
+
+def _pair_draws(sampler, q: np.ndarray, n: int) -> bool:
+    """Whether the drafts are a pair drawn without replacement (two drafts from two or more tokens, or
+    more drafts from exactly two): its hit chain has a closed form (:func:`~mdsd_cli._wor_kernel.pair_hit_chain`)."""
+    from ...samplers.laws import WORSampler
+
+    if type(sampler).hit_probability_chain is not WORSampler.hit_probability_chain:
+        return False
+    return min(int(n), int(np.count_nonzero(q > 0))) == 2
 
 
 def chain_targets_numpy(p, q, order, H, *, hits: bool = False):
