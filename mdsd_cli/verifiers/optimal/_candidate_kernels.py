@@ -19,10 +19,9 @@ from ..._wor_loops import _pair_loops
 
 
 @_jit
-def _packed_keys(p, q, shift, keys, packed):
-    """The chain's sort keys in one pass: ``keys`` gets ``|q/p|`` (+inf where p = 0 < q,
-    one canonical NaN where p = q = 0), and ``packed`` (the same memory as int64) its
-    bits truncated by ``shift`` with the token index in the low bits."""
+def _ratio_keys(p, q, keys):
+    """The chain's sort keys ``|q/p|`` as numpy gives them: +inf where p = 0 < q, one canonical NaN
+    where p = q = 0."""
     for k in range(p.shape[0]):
         if p[k] > 0.0:
             keys[k] = abs(q[k] / p[k])
@@ -30,6 +29,14 @@ def _packed_keys(p, q, shift, keys, packed):
             keys[k] = np.inf
         else:
             keys[k] = np.nan
+
+
+@_jit
+def _packed_keys(p, q, shift, keys, packed):
+    """The chain's sort keys (:func:`_ratio_keys`) in ``keys``, and in ``packed`` (the same memory as
+    int64) their bits truncated by ``shift`` with the token index in the low bits."""
+    _ratio_keys(p, q, keys)
+    for k in range(p.shape[0]):
         packed[k] = ((packed[k] >> shift) << shift) | k
 
 
@@ -359,13 +366,7 @@ def _pair_chain(p, q, tight, order, H, ts, cuts):
     ``(-1, 0)`` where the closed form declines (a dominant token's ``1 - q`` below 1e-100)."""
     V = p.shape[0]
     key = np.empty(V)
-    for k in range(V):  # |q / p| as numpy gives it: +inf where p = 0 < q, NaN where p = q = 0
-        if p[k] > 0.0:
-            key[k] = abs(q[k] / p[k])
-        elif q[k] > 0.0:
-            key[k] = np.inf
-        else:
-            key[k] = np.nan
+    _ratio_keys(p, q, key)
     _radix_argsort(key, order)
     ps = np.empty(V)
     qs = np.empty(V)
