@@ -39,11 +39,20 @@ def compiled(fn):
     return _cache[fn]
 
 
-def kernel(fn):
+def kernel(fn=None, *, vector: bool = False):
     """Decorator of a module's compiled kernels: ``numba.njit(cache=True, nogil=True)``
-    when numba is enabled at import, else ``fn`` itself (plain Python)."""
+    when numba is enabled at import, else ``fn`` itself (plain Python).
+
+    ``@kernel(vector=True)``: also numpy's error model (a division by zero gives inf or nan instead of
+    a check on every division, which keeps the compiler from vectorising the loop) and reassociated sums
+    (a reduction over a loop is vectorised, so its last digits depend on the vector width): for short
+    loops whose divisors are known positive and whose sums are compared with a tolerance."""
+    if fn is None:
+        return lambda f: kernel(f, vector=vector)
     if not numba_enabled():
         return fn
     import numba
 
+    if vector:
+        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})(fn)
     return numba.njit(cache=True, nogil=True)(fn)

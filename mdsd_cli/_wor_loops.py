@@ -13,6 +13,35 @@ from ._jit import kernel
 
 
 @kernel
+def _seed(a, t, i):  # pragma: no cover - compiled
+    """``(1 - e^{-a t_i}, e^{-a t_i})`` directly: ``expm1`` below ln 2 (relative precision), ``exp``
+    above it (values below 1e-300 set to 0)."""
+    y = a * t[i]
+    if y < 0.6931471805599453:
+        s = -math.expm1(-y)
+        return s, 1.0 - s
+    c = math.exp(-y)
+    if c < 1e-300:
+        c = 0.0
+    return 1.0 - c, c
+
+
+@kernel
+def _double(a, tj, s, c):  # pragma: no cover - compiled
+    """``(1 - e^{-a t_j}, e^{-a t_j})`` from ``(s, c)`` at ``t_j / 2``: ``s (2 - s)`` while ``s < 1/2``,
+    ``c^2`` after it (see :func:`_fill`); ``a t_j`` itself from a seed below 1e-290."""
+    if s < 1e-290:  # a denormal seed keeps few bits: take the product itself (1 - e^{-y} = y here)
+        return a * tj, 1.0
+    if s < 0.5:
+        sn = s * (2.0 - s)
+        return sn, 1.0 - sn
+    cn = c * c
+    if cn < 1e-300:
+        cn = 0.0
+    return 1.0 - cn, cn
+
+
+@kernel
 def _fill(a, t, m, G, S, C):  # pragma: no cover - compiled
     """``S[j] = 1 - e^{-a t_j}`` and ``C[j] = e^{-a t_j}`` for ``j < G``: the first ``m`` points directly
     (``expm1`` below ln 2, to relative precision), then by doubling the time, ``C' = C^2``, kept
@@ -20,54 +49,75 @@ def _fill(a, t, m, G, S, C):  # pragma: no cover - compiled
     relative error grows by a few ulp a step; ``C = 1 - S`` is then above 1/2), ``C' = C^2`` after it
     (the relative error doubles, but ``C`` falls doubly exponentially: its absolute error stays below
     an ulp). Values below 1e-300 are set to 0 (no denormal arithmetic); below 1e-290, ``1 - e^{-a t}``
-    is ``a t`` itself (doubling a denormal would keep its few bits)."""
+    is ``a t`` itself (doubling a denormal would keep its few bits). With ``m = 3`` (n <= 5) the three
+    chains of doublings run side by side in registers (~1.5x the loop through memory)."""
     first = min(m, G)
     for i in range(first):
-        y = a * t[i]
-        if y < 0.6931471805599453:
-            s = -math.expm1(-y)
-            S[i] = s
-            C[i] = 1.0 - s
-        else:
-            c = math.exp(-y)
-            if c < 1e-300:
-                c = 0.0
-            C[i] = c
-            S[i] = 1.0 - c
-    for j in range(m, G):
-        sp = S[j - m]
-        if sp < 1e-290:  # a denormal seed keeps few bits: take the product itself (1 - e^{-y} = y here)
-            S[j] = a * t[j]
-            C[j] = 1.0
-        elif sp < 0.5:
-            sn = sp * (2.0 - sp)
-            S[j] = sn
-            C[j] = 1.0 - sn
-        else:
-            cp = C[j - m]
-            cn = cp * cp
-            if cn < 1e-300:
-                cn = 0.0
-            C[j] = cn
-            S[j] = 1.0 - cn
+        S[i], C[i] = _seed(a, t, i)
+    if m == 3 and G >= 3:
+        s0, c0, s1, c1, s2, c2 = S[0], C[0], S[1], C[1], S[2], C[2]
+        j = 3
+        while j + 2 < G:
+            s0, c0 = _double(a, t[j], s0, c0)
+            s1, c1 = _double(a, t[j + 1], s1, c1)
+            s2, c2 = _double(a, t[j + 2], s2, c2)
+            S[j], C[j], S[j + 1], C[j + 1], S[j + 2], C[j + 2] = s0, c0, s1, c1, s2, c2
+            j += 3
+        first = j  # the last one or two points below
+    for j in range(max(first, m), G):
+        S[j], C[j] = _double(a, t[j], S[j - m], C[j - m])
+
+
+@kernel(vector=True)
+def _join4(S, C, p0, p1, p2, p3, less, E, top, G2, G):  # pragma: no cover - compiled
+    """One token joins ``B`` at n_eff = 3 (``top = 2``) or 4 (``top = 3``): the pmf's rows ``p0 .. p3``
+    and ``P[N_B < n_eff]`` on the whole grid, and the prefix weight ``E`` divided by the token's
+    ``e^{-q t}`` on the first ``G2`` points (row 3 is carried at n_eff = 3 but not read). One loop over the
+    grid the compiler vectorises (numpy's error model: the divisors are positive there, ``q t <= W t <=
+    50``); the same operations as the rows one by one, so the same floats."""
+    for j in range(G):
+        s, c = S[j], C[j]
+        a0, a1, a2, a3 = p0[j], p1[j], p2[j], p3[j]
+        less[j] = less[j] - s * (a3 if top == 3 else a2)
+        p3[j] = a3 * c + a2 * s
+        p2[j] = a2 * c + a1 * s
+        p1[j] = a1 * c + a0 * s
+        p0[j] = a0 * c
+        if j < G2:
+            E[j] = E[j] / c
+
+
+@kernel
+def _weighted(t, E, less, G2):  # pragma: no cover - compiled
+    """``sum t E max(less, 0)`` over the first ``G2`` points, in order (the sum's floats do not depend on the
+    vector width: the chords' ties are decided by the hit curve's last digits)."""
+    acc = 0.0
+    for j in range(G2):
+        acc += t[j] * E[j] * max(less[j], 0.0)
+    return acc
 
 
 @kernel
 def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - compiled
     # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
-    # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token). The
-    # weight e^{-W_k t} of the prefix is carried down as well, divided by the token's e^{-q t} at each
-    # step (recomputed every 64 drafted tokens), on the points with W_k t <= 50 only (beyond, the terms are
-    # below e^{-50}; a point entering that range gets its own exponential).
+    # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token; a token
+    # whose rate equals the previous one's reuses them). The weight e^{-W_k t} of the prefix is carried
+    # down as well, divided by the token's e^{-q t} at each step (recomputed every 64 drafted tokens), on
+    # the points with W_k t <= 50 only (beyond, the terms are below e^{-50}; a point entering that range
+    # gets its own exponential). At n_eff = 3 or 4 the pmf's rows are four arrays updated in one
+    # vectorised loop with the weight and the sum (_join4); else row by row.
     V = qs.shape[0]
     G = t.shape[0]
     W = np.empty(V + 1)
     W[0] = 0.0
     for i in range(V):
         W[i + 1] = W[i] + qs[i]
-    pmf = np.zeros((n_eff, G))
+    four = 3 <= n_eff <= 4
+    pmf = np.zeros((1 if four else n_eff, G))
+    p0, p1, p2, p3 = np.zeros(G), np.zeros(G), np.zeros(G), np.zeros(G)
     for j in range(G):
         pmf[0, j] = 1.0
+        p0[j] = 1.0
     less = np.ones(G)
     S = np.empty(G)
     C = np.empty(G)
@@ -80,27 +130,32 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
     top = n_eff - 1
     G2 = 0  # E[j] = e^{-W t_j} for j < G2, W the mass of the current prefix
     since = 0  # drafted tokens since E was last computed directly
+    last = -1.0  # the rate S and C hold
     for k in range(V - 1, -1, -1):
         qk = qs[k]
         Wk = W[k]
         if qk > 0.0:
             count += 1
-            _fill(qk, t, m, G, S, C)
-            # rows indexed in place, the row below through a buffer: loops the compiler vectorises
-            for j in range(G):
-                less[j] = less[j] - S[j] * pmf[top, j]
-            for r in range(top, 0, -1):
-                for j in range(G):
-                    tmp[j] = pmf[r - 1, j] * S[j]
-                for j in range(G):
-                    pmf[r, j] = pmf[r, j] * C[j] + tmp[j]
-            for j in range(G):
-                pmf[0, j] = pmf[0, j] * C[j]
+            if qk != last:
+                _fill(qk, t, m, G, S, C)
+                last = qk
             since += 1
             if since >= 64:  # recomputed every 64 drafted tokens, whatever zeros lie between them
                 G2 = 0
                 since = 0
+            if four:
+                _join4(S, C, p0, p1, p2, p3, less, E, top, G2, G)
             else:
+                # rows indexed in place, the row below through a buffer: loops the compiler vectorises
+                for j in range(G):
+                    less[j] = less[j] - S[j] * pmf[top, j]
+                for r in range(top, 0, -1):
+                    for j in range(G):
+                        tmp[j] = pmf[r - 1, j] * S[j]
+                    for j in range(G):
+                        pmf[r, j] = pmf[r, j] * C[j] + tmp[j]
+                for j in range(G):
+                    pmf[0, j] = pmf[0, j] * C[j]
                 for j in range(G2):
                     E[j] = E[j] / C[j]
         if Wk <= 0.0:
@@ -122,11 +177,7 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
         elif count < n_eff:
             H[k] = 1.0
         else:
-            acc = 0.0
-            for j in range(G2):
-                lj = less[j]
-                if lj > 0.0:
-                    acc += t[j] * E[j] * lj
+            acc = _weighted(t, E, less, G2)
             x0 = Wk * t_lo
             tail = d[M - 1]
             for i in range(M - 2, -1, -1):
