@@ -44,9 +44,8 @@ def kernel(fn=None, *, vector: bool = False):
     when numba is enabled at import, else ``fn`` itself (plain Python).
 
     ``@kernel(vector=True)``: also numpy's error model (a division by zero gives inf or nan instead of
-    a check on every division, which keeps the compiler from vectorising the loop) and reassociated sums
-    (a reduction over a loop is vectorised, so its last digits depend on the vector width): for short
-    loops whose divisors are known positive and whose sums are compared with a tolerance."""
+    a check on every division, which keeps the compiler from vectorising the loop): for loops whose
+    divisors are known positive. The floats are the same."""
     if fn is None:
         return lambda f: kernel(f, vector=vector)
     if not numba_enabled():
@@ -54,5 +53,5 @@ def kernel(fn=None, *, vector: bool = False):
     import numba
 
     if vector:
-        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})(fn)
+        return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
     return numba.njit(cache=True, nogil=True)(fn)
