@@ -383,10 +383,16 @@ def test_majorant_bridges_are_the_trees_segments(n):
                 assert k >= 2, "zipf and Gaussian pairs have no ties: the very same segments"
                 # else only points collinear with the segment (equal t/q, and hit slopes equal up to the hit
                 # curve's rounding, which then decides whether they are vertices) may differ: the flat law
-                # q_j * slope of H gives token j the same probability to 1e-15
+                # q_j * slope of H gives token j the same probability to 1e-15; or the ends differ by tokens
+                # whose hit increments are the hit curve's rounding itself (draft mass ~1e-10 where H is
+                # within 1e-12 of its block's end: their vertex levels are known to ~1e-6 only)
                 a2, b2 = na[node], nb[node]
                 slope, slope2 = (Hb[b] - Hb[a]) / (Qc[b] - Qc[a]), (Hb[b2] - Hb[a2]) / (Qc[b2] - Qc[a2])
-                assert (Qc[j + 1] - Qc[j]) * abs(slope - slope2) <= 1e-15, (i, j, u, (a, b), (a2, b2))
+                if (Qc[j + 1] - Qc[j]) * abs(slope - slope2) <= 1e-15:
+                    continue
+                for x, y in (sorted((a, a2)), sorted((b, b2))):
+                    assert np.abs(np.diff(Hb[x:y + 1])).max(initial=0.0) <= 4 * np.spacing(1.0), \
+                        (i, j, u, (a, b), (a2, b2))
     assert checked >= 2000 and same >= 0.8 * checked
 
 
