@@ -74,8 +74,20 @@ def left_end(n_eff: int, total: float) -> float:
     """``t_lo`` for ``n_eff`` drafts from rates summing to ``total``: below it ``P[N_B(t) >= n]`` is
     at most ``(total t)^n / n!``, and the integral it leaves out ``W t_lo^{n+1} / (n + 1)!`` (rates
     in units of ``total``) stays below :data:`LEFT_TAIL`; capped at 1e-3 (times ``1 / total``)."""
-    unit = min((LEFT_TAIL * math.factorial(n_eff + 1)) ** (1.0 / (n_eff + 1)), 1e-3)
-    return unit / total if total > 0.0 else T_LO
+    return left_unit(n_eff) / total if total > 0.0 else T_LO
+
+
+def left_unit(n_eff: int) -> float:
+    """:func:`left_end` in units of ``1 / total``."""
+    return min((LEFT_TAIL * math.factorial(n_eff + 1)) ** (1.0 / (n_eff + 1)), 1e-3)
+
+
+@functools.lru_cache(maxsize=64)
+def grid_offsets(m: int) -> np.ndarray:
+    """``e^{h i}`` for ``i < m``, ``h = ln 2 / m``: one octave of the grid's points over its first (:func:`_grid`)."""
+    out = np.exp(math.log(2.0) / m * np.arange(m))
+    out.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=64)
@@ -102,8 +114,10 @@ SERIES_CUTOFF = 1e-3
 
 def _smallest_scale(qs: np.ndarray, n_eff: int) -> float | None:
     """``min_k (W_k + m_k)`` over the prefixes that matter, or None if none does (one pass,
-    :func:`_smallest_scale_loop`)."""
-    best = (compiled(_smallest_scale_loop) or _smallest_scale_loop)(qs, n_eff)
+    :func:`~mdsd_cli._wor_loops._smallest_scale_loop`)."""
+    from ._wor_loops import _smallest_scale_loop
+
+    best = _smallest_scale_loop(qs, n_eff)
     return None if best < 0.0 else float(best)
 
 
@@ -137,36 +151,6 @@ def scaled_grid(qs: np.ndarray, n_eff: int, m: int, t_lo: float):
     return np.ldexp(qs, e), _grid(max(math.exp(log_hi - e * math.log(2.0)), scaled_lo * 10.0), m, scaled_lo), scaled_lo
 
 
-def _smallest_scale_loop(qs, k):
-    # min over the prefixes j that matter (W_j > 0 and at least k positive rates in the suffix qs[j:])
-    # of W_j + m_j, m_j the k-th largest rate in qs[j:]; -1 if none matters. Prefix sums first, then one
-    # scan from the end that keeps the k largest rates seen (ascending buffer; top[0] is the k-th
-    # largest). Compiled by numba when available.
-    V = qs.shape[0]
-    W = np.empty(V + 1)
-    W[0] = 0.0
-    for i in range(V):
-        W[i + 1] = W[i] + qs[i]
-    top = np.zeros(k)
-    count = 0
-    best = -1.0
-    for i in range(V - 1, -1, -1):
-        x = qs[i]
-        if x > 0.0:
-            count += 1
-        if x > top[0]:
-            j = 1
-            while j < k and top[j] < x:
-                top[j - 1] = top[j]
-                j += 1
-            top[j - 1] = x
-        if W[i] > 0.0 and count >= k:
-            v = W[i] + top[0]
-            if best < 0.0 or v < best:
-                best = v
-    return best
-
-
 def _grid(t_hi: float, m: int, t_lo: float) -> np.ndarray:
     """``t_j = t_lo 2^(j / m)`` from ``t_lo`` to at least ``t_hi``: each point is exactly twice the one
     ``m`` before it (``ldexp`` of the first ``m``), so ``e^{-q t}`` there is the square of the value
@@ -176,7 +160,7 @@ def _grid(t_hi: float, m: int, t_lo: float) -> np.ndarray:
     h = math.log(2.0) / m
     G = int(math.ceil(span / h)) + 1
     j = np.arange(G)
-    return np.ldexp(t_lo * np.exp(h * np.arange(m))[j % m], j // m)
+    return np.ldexp(t_lo * grid_offsets(m)[j % m], j // m)
 
 
 def grid_step(h: float) -> tuple[int, float]:
@@ -190,6 +174,12 @@ def _grid_for(qs: np.ndarray, n: int, h: float | None, t_lo: float | None):
     ``h`` if given, else :func:`default_step`)."""
     n_eff = min(int(n), int(np.count_nonzero(qs > 0)))
     m, h = grid_step(default_step(n_eff) if h is None else float(h))
+    if numba_enabled():  # the same steps in one compiled call (the total summed in order)
+        from ._wor_loops import _grid_loops
+
+        rates, t, t_lo = _grid_loops(qs, n_eff, m, left_unit(max(n_eff, 1)), -1.0 if t_lo is None else float(t_lo),
+                                     grid_offsets(m))
+        return rates, n_eff, m, h, t, t_lo
     total = float(qs.sum())
     if total > 0.0 and not 1e-150 < total < 1e150:  # an exact power of two: P(X hits A) depends on rate x time
         shift = -math.frexp(total)[1]

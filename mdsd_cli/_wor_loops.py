@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ._jit import kernel
+from ._wor_kernel import T_LO, T_MAX
 
 
 @kernel
@@ -104,6 +105,88 @@ def _weighted(t, E, less, G2):  # pragma: no cover - compiled
         a0 += t[j] * E[j] * max(less[j], 0.0)
         j += 1
     return (a0 + a1) + (a2 + a3)
+
+
+@kernel
+def _smallest_scale_loop(qs, k):  # pragma: no cover - compiled
+    """``min`` over the prefixes ``j`` that matter (``W_j > 0`` and at least ``k`` positive rates in the suffix
+    ``qs[j:]``) of ``W_j + m_j``, ``m_j`` the ``k``-th largest rate in ``qs[j:]``; -1 if none matters. Prefix
+    sums first, then one scan from the end that keeps the ``k`` largest rates seen (ascending buffer;
+    ``top[0]`` is the ``k``-th largest)."""
+    V = qs.shape[0]
+    W = np.empty(V + 1)
+    W[0] = 0.0
+    for i in range(V):
+        W[i + 1] = W[i] + qs[i]
+    top = np.zeros(k)
+    count = 0
+    best = -1.0
+    for i in range(V - 1, -1, -1):
+        x = qs[i]
+        if x > 0.0:
+            count += 1
+        if x > top[0]:
+            j = 1
+            while j < k and top[j] < x:
+                top[j - 1] = top[j]
+                j += 1
+            top[j - 1] = x
+        if W[i] > 0.0 and count >= k:
+            v = W[i] + top[0]
+            if best < 0.0 or v < best:
+                best = v
+    return best
+
+
+@kernel
+def _grid_points(t_hi, m, t_lo, offsets):  # pragma: no cover - compiled
+    """``t_j = t_lo offsets[j mod m] 2^(j div m)`` from ``t_lo`` to at least ``t_hi`` (``offsets = e^{h i}``,
+    ``h = ln 2 / m``): each point exactly twice the one ``m`` before it."""
+    ratio = t_hi / t_lo
+    span = math.log(ratio) if math.isfinite(ratio) else math.log(t_hi) - math.log(t_lo)
+    h = math.log(2.0) / m
+    G = int(math.ceil(span / h)) + 1
+    t = np.empty(G)
+    for j in range(G):
+        t[j] = math.ldexp(t_lo * offsets[j % m], j // m)
+    return t
+
+
+@kernel
+def _grid_loops(qs, n_eff, m, unit, t_lo, offsets):  # pragma: no cover - compiled
+    """``(rates, t, t_lo)`` of :func:`~mdsd_cli._wor_kernel._grid_for` for the chain ``qs`` in one call: a
+    total mass outside 1e-150..1e150 rescaled by an exact power of two, ``t_lo = unit / total`` unless given
+    (``t_lo > 0``), ``t_hi`` from :func:`_smallest_scale_loop`, and the rates rescaled by ``2^e`` where
+    ``t_hi`` would pass :data:`T_MAX` (see :func:`~mdsd_cli._wor_kernel.scaled_grid`)."""
+    V = qs.shape[0]
+    total = 0.0
+    for i in range(V):
+        total += qs[i]
+    rates = qs
+    if total > 0.0 and not 1e-150 < total < 1e150:  # an exact power of two: P(X hits A) depends on rate x time
+        shift = -math.frexp(total)[1]
+        rates = np.empty(V)
+        total = 0.0
+        for i in range(V):
+            rates[i] = math.ldexp(qs[i], shift)
+            total += rates[i]
+        if t_lo > 0.0:
+            t_lo = math.ldexp(t_lo, -shift)
+    if t_lo <= 0.0:
+        t_lo = unit / total if total > 0.0 else T_LO
+    best = _smallest_scale_loop(rates, n_eff)
+    if best < 0.0:
+        return rates, _grid_points(t_lo * 10.0, m, t_lo, offsets), t_lo
+    if 45.0 / T_MAX <= best:  # the grid fits
+        return rates, _grid_points(min(max(45.0 / best, t_lo * 10.0), T_MAX), m, t_lo, offsets), t_lo
+    log_hi = math.log(45.0) - math.log(best)  # finite even when best is denormal
+    e = int(round((log_hi + math.log(t_lo)) / (2.0 * math.log(2.0))))
+    scaled_lo = math.ldexp(t_lo, -e)
+    scaled = np.empty(V)
+    for i in range(V):
+        scaled[i] = math.ldexp(rates[i], e)
+    t_hi = max(math.exp(log_hi - e * math.log(2.0)), scaled_lo * 10.0)
+    return scaled, _grid_points(t_hi, m, scaled_lo, offsets), scaled_lo
 
 
 @kernel

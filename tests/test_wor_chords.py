@@ -324,7 +324,7 @@ def test_compiled_chain_targets_equal_numpy():
             p, q = np.round(p * 8) + 1e-12, np.round(q * 8) + (q > 0) * 1e-12
             p, q = p / p.sum(), q / q.sum()
         n = 2 + trial % 4
-        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)  # n = 2: order, H, t in one call
+        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)  # one compiled call (n = 2: closed form)
         assert np.array_equal(order, ratio_order(p, q))
         np.testing.assert_allclose(H, sampler.hit_probability_chain(q, n, order), rtol=1e-14, atol=1e-15)
         order2, K2, t2, cuts2, H2 = chain_targets_numpy(p, q, order, H, hits=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._jit import kernel as _jit
 from ..._radix import _lsd_sort, _radix_argsort
-from ..._wor_loops import _pair_loops
+from ..._wor_loops import _grid_loops, _pair_loops, _wor_hit_chain_loops
 
 
 @_jit
@@ -380,6 +380,33 @@ def _pair_chain(p, q, tight, order, H, ts, cuts):
         unit[k] = qs[k] / total
     if not _pair_loops(unit, H):
         return -1, 0
+    along = np.empty(V)
+    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
+    for k in range(V):
+        ts[order[k]] = along[k]
+    return K, ncut
+
+
+@_jit
+def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, H, ts, cuts):
+    """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for three or more drafts without
+    replacement in one call: the chain (``ratio_order``'s keys and stable sort), the quadrature's grid
+    (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
+    :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
+    Fills ``order``, ``H``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts)``."""
+    V = p.shape[0]
+    key = np.empty(V)
+    _ratio_keys(p, q, key)
+    _radix_argsort(key, order)
+    ps = np.empty(V)
+    qs = np.empty(V)
+    for k in range(V):
+        ps[k] = p[order[k]]
+        qs[k] = q[order[k]]
+    rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
+    hits = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
+    for k in range(V + 1):
+        H[k] = hits[k]
     along = np.empty(V)
     K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
     for k in range(V):

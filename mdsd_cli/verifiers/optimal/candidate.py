@@ -95,8 +95,9 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     Returns ``(order, K, t, cuts)`` with ``t`` indexed by token, and the hit
     probabilities ``H[k] = P(X hits A_k)`` after them with ``hits=True``. One
     compiled pass after the order and ``H`` (:func:`chain_targets_numpy` when
-    numba is off); for a pair without replacement the order, ``H`` and the pass
-    in one compiled call (:func:`~._candidate_kernels._pair_chain`).
+    numba is off); without replacement the order, ``H`` and the pass in one compiled
+    call (:func:`~._candidate_kernels._pair_chain` for a pair, in closed form;
+    :func:`~._candidate_kernels._wor_chain` for three drafts or more, by the quadrature).
     """
     if numba_enabled() and p.size > 1 and _pair_draws(sampler, q, n):
         from ._candidate_kernels import _pair_chain
@@ -107,6 +108,8 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
                               TIGHT, order, H, t, cuts)
         if K >= 0:
             return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
+    if numba_enabled() and p.size > 1 and _wor_draws(sampler, q, n) >= 3:
+        return _wor_chain_targets(p, q, _wor_draws(sampler, q, n), hits)
     order = ratio_order(p, q)
     H = sampler.hit_probability_chain(q, n, order)
     if not numba_enabled():
@@ -123,14 +126,34 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     return order, int(K), t, cuts[:ncut]
 
 
-def _pair_draws(sampler, q: np.ndarray, n: int) -> bool:
-    """Whether the drafts are a pair drawn without replacement (two drafts from two or more tokens, or
-    more drafts from exactly two): its hit chain has a closed form (:func:`~mdsd_cli._wor_kernel.pair_hit_chain`)."""
+def _wor_draws(sampler, q: np.ndarray, n: int) -> int:
+    """The number of distinct drafts ``min(n, |supp q|)`` where the drafts are drawn without replacement
+    (the plain ``wor`` sampler), else 0."""
     from ...samplers.laws import WORSampler
 
     if type(sampler).hit_probability_chain is not WORSampler.hit_probability_chain:
-        return False
-    return min(int(n), int(np.count_nonzero(q > 0))) == 2
+        return 0
+    return min(int(n), int(np.count_nonzero(q > 0)))
+
+
+def _pair_draws(sampler, q: np.ndarray, n: int) -> bool:
+    """Whether the drafts are a pair drawn without replacement (two drafts from two or more tokens, or
+    more drafts from exactly two): its hit chain has a closed form (:func:`~mdsd_cli._wor_kernel.pair_hit_chain`)."""
+    return _wor_draws(sampler, q, n) == 2
+
+
+def _wor_chain_targets(p: np.ndarray, q: np.ndarray, n_eff: int, hits: bool):
+    """:func:`chain_targets` for ``n_eff >= 3`` drafts without replacement in one compiled call
+    (:func:`~._candidate_kernels._wor_chain`: the chain, the quadrature's grid and hit chain, the targets)."""
+    from ..._wor_kernel import default_step, grid_offsets, grid_step, left_tail_terms, left_unit
+    from ._candidate_kernels import _wor_chain
+
+    V = p.size
+    m, h = grid_step(default_step(n_eff))
+    order, H, t, cuts = np.empty(V, np.int64), np.empty(V + 1), np.empty(V), np.empty(V + 2, np.int64)
+    K, ncut = _wor_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), n_eff,
+                         m, h, left_unit(n_eff), grid_offsets(m), left_tail_terms(h), TIGHT, order, H, t, cuts)
+    return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
 
 
 def chain_targets_numpy(p, q, order, H, *, hits: bool = False):
