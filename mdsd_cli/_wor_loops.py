@@ -189,11 +189,16 @@ def _grid_loops(qs, n_eff, m, unit, t_lo, offsets):  # pragma: no cover - compil
     return scaled, _grid_points(t_hi, m, scaled_lo, offsets), scaled_lo
 
 
+#: Distinct rates whose exponentials the hit chain keeps (``2^SLOT_BITS``, direct-mapped by a hash).
+SLOT_BITS = 7
+SLOTS = 1 << SLOT_BITS
+
+
 @kernel
 def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - compiled
     # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
-    # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token; a token
-    # whose rate equals the previous one's reuses them). The weight e^{-W_k t} of the prefix is carried
+    # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token; a rate
+    # seen lately reuses them). The weight e^{-W_k t} of the prefix is carried
     # down as well, divided by the token's e^{-q t} at each step (recomputed every 64 drafted tokens), on
     # the points with W_k t <= 50 only (beyond, the terms are below e^{-50}; a point entering that range
     # gets its own exponential). At n_eff = 3 or 4 the pmf's rows are four arrays updated in one
@@ -211,8 +216,15 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
         pmf[0, j] = 1.0
         p0[j] = 1.0
     less = np.ones(G)
-    S = np.empty(G)
-    C = np.empty(G)
+    # the exponentials of the last SLOTS distinct rates, by a hash of the rate's bits (n-gram drafts
+    # give thousands of tokens a few hundred distinct rates)
+    cached_S = np.empty((SLOTS, G))
+    cached_C = np.empty((SLOTS, G))
+    cached_rate = np.full(SLOTS, -1.0)
+    bits = np.empty(1)
+    ibits = bits.view(np.uint64)
+    S = cached_S[0]
+    C = cached_C[0]
     tmp = np.empty(G)
     E = np.zeros(G)
     H = np.empty(V + 1)
@@ -229,7 +241,13 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
         if qk > 0.0:
             count += 1
             if qk != last:
-                _fill(qk, t, m, G, S, C)
+                bits[0] = qk
+                slot = int((ibits[0] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - SLOT_BITS))
+                S = cached_S[slot]
+                C = cached_C[slot]
+                if cached_rate[slot] != qk:
+                    _fill(qk, t, m, G, S, C)
+                    cached_rate[slot] = qk
                 last = qk
             since += 1
             if since >= 64:  # recomputed every 64 drafted tokens, whatever zeros lie between them
