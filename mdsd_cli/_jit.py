@@ -39,19 +39,21 @@ def compiled(fn):
     return _cache[fn]
 
 
-def kernel(fn=None, *, vector: bool = False):
+def kernel(fn=None, *, vector: bool = False, inline: bool = False):
     """Decorator of a module's compiled kernels: ``numba.njit(cache=True, nogil=True)``
     when numba is enabled at import, else ``fn`` itself (plain Python).
 
     ``@kernel(vector=True)``: also numpy's error model (a division by zero gives inf or nan instead of
     a check on every division, which keeps the compiler from vectorising the loop): for loops whose
-    divisors are known positive. The floats are the same."""
+    divisors are known positive. The floats are the same. ``inline=True``: compiled into its compiled
+    callers (no call, no reference counts on its array arguments: ~60 ns a call with ten arrays)."""
     if fn is None:
-        return lambda f: kernel(f, vector=vector)
+        return lambda f: kernel(f, vector=vector, inline=inline)
     if not numba_enabled():
         return fn
     import numba
 
-    if vector:
-        return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
-    return numba.njit(cache=True, nogil=True)(fn)
+    options = {"error_model": "numpy"} if vector else {}
+    if inline:
+        options["inline"] = "always"
+    return numba.njit(cache=True, nogil=True, **options)(fn)

@@ -42,7 +42,7 @@ def _double(a, tj, s, c):  # pragma: no cover - compiled
     return 1.0 - cn, cn
 
 
-@kernel
+@kernel(inline=True)
 def _fill(a, t, m, G, S, C):  # pragma: no cover - compiled
     """``S[j] = 1 - e^{-a t_j}`` and ``C[j] = e^{-a t_j}`` for ``j < G``: the first ``m`` points directly
     (``expm1`` below ln 2, to relative precision), then by doubling the time, ``C' = C^2``, kept
@@ -69,7 +69,7 @@ def _fill(a, t, m, G, S, C):  # pragma: no cover - compiled
         S[j], C[j] = _double(a, t[j], S[j - m], C[j - m])
 
 
-@kernel(vector=True)
+@kernel(vector=True, inline=True)
 def _join4(S, C, p0, p1, p2, p3, less, E, top, G2, G):  # pragma: no cover - compiled
     """One token joins ``B`` at n_eff = 3 (``top = 2``) or 4 (``top = 3``): the pmf's rows ``p0 .. p3``
     and ``P[N_B < n_eff]`` on the whole grid, and the prefix weight ``E`` divided by the token's
@@ -88,7 +88,7 @@ def _join4(S, C, p0, p1, p2, p3, less, E, top, G2, G):  # pragma: no cover - com
             E[j] = E[j] / c
 
 
-@kernel
+@kernel(inline=True)
 def _weighted(t, E, less, G2):  # pragma: no cover - compiled
     """``sum t E max(less, 0)`` over the first ``G2`` points: four partial sums over the points' residues
     mod 4, added in a fixed order (four chains of additions instead of one; the same floats on any
@@ -194,7 +194,7 @@ SLOT_BITS = 7
 SLOTS = 1 << SLOT_BITS
 
 
-@kernel
+@kernel(vector=True)
 def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - compiled
     # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
     # P[N_B(t) < n_eff], with the token's e^{-q t} by doubling (_fill, m exponentials a token; a rate
