@@ -232,6 +232,33 @@ def test_sampled_choices_follow_the_exact_choice_law():
         assert counts[~keep].sum() == 0
 
 
+@pytest.mark.parametrize("n", [3, 4, 8])
+def test_compiled_pick_is_the_segment_rule_and_draw(n):
+    """pick() on a block without its tree (one compiled call: the bridge, the segment rule, the draw) against
+    segment() + rule() + the draw in numpy on a second plan, on zipf, Gaussian and cold real-text pairs: the same
+    token for every tuple and pair of uniforms, through the switch to the trees after TREE_AFTER steps."""
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.bench.common import random_pairs
+    from mdsd_cli.datasets import load_data
+
+    rng = np.random.default_rng(60 + n)
+    zipf = zipf_pairs(1, 3000, seed=n)
+    P, Q = random_pairs(1, 3000, n, spread=2.2, noise=1.1)
+    cold = load_data("pydoc-ngram", temperature=0.25)
+    compared = 0
+    for p, q in [(zipf.target[0], zipf.draft[0]), (P[0], Q[0]), (cold.target[76], cold.draft[76])]:
+        fast, slow = OptimalWOR(p, q, n)._chords, OptimalWOR(p, q, n)._chords
+        for row in get_sampler("wor").sample(q, n, rng, 300):
+            drafts = np.unique(row)
+            u, v = rng.random(2)
+            a, b = slow.segment(int(slow.pos[drafts].min()), u)
+            w = slow.rule(drafts, a, b)
+            want = drafts[min(int(np.searchsorted(np.cumsum(w), v * w.sum(), side="right")), drafts.size - 1)]
+            assert fast.pick(drafts, u, v) == want
+            compared += 1
+    assert compared == 900
+
+
 def test_chain_order_of_the_tuples_does_not_matter():
     """The rule sees the drafted set: the same tuple in another order gets the same choice law."""
     rng = np.random.default_rng(4)

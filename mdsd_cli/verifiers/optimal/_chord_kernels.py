@@ -621,6 +621,69 @@ def _bridge(T, H, Q, u, j, st):
 
 
 @_jit
+def _chord_pick(ts, qs, Hc, q, pos, above, A, B, drafts, u, v, total, exact_kappa):
+    """:meth:`~mdsd_cli.verifiers.optimal.chords.ChordPlan.pick` on block ``[A, B)`` of the chain by its bridge,
+    in one call (``drafts``: distinct, increasing): the block's sums (:func:`_block_sums`), the segment
+    ``[a, b)`` (:func:`_bridge`), ``kappa``, the segment rule (:func:`_segment_rule`) and the draw from ``v``.
+    Returns ``(token, a, b)``; ``token`` is -1 where the Python rule must decide with the segment (``kappa``
+    past ``exact_kappa``: decimal arithmetic; drafts holding all but 1e-3 of the mass; a non-finite or
+    negative rule). The sums over the drafts run in order (numpy's for fewer than eight)."""
+    T, Q, H, Qh, Ql = _block_sums(ts, qs, Hc, A, B)
+    st = np.empty(B - A + 1, np.int64)
+    n = drafts.shape[0]
+    j = pos[drafts[0]]
+    inside = 0.0
+    for i in range(n):
+        j = min(j, pos[drafts[i]])
+        inside += q[drafts[i]]
+    a, b = _bridge(T, H, Q, u, j - A, st)
+    kappa = above[a + A] / _mass(Qh, Ql, a, b)
+    a += A
+    b += A
+    if not total - inside >= 1e-3 * total:
+        return -1, a, b
+    inG = np.zeros(n, np.bool_)
+    count = 0
+    qS = np.empty(n)
+    for i in range(n):
+        x = pos[drafts[i]]
+        inG[i] = a <= x < b
+        count += inG[i]
+        qS[i] = q[drafts[i]]
+    base = np.zeros(n)
+    slope = np.zeros(n)
+    if count == 1:
+        for i in range(n):
+            if inG[i]:
+                base[i] = 1.0
+    else:
+        if kappa * n > exact_kappa:
+            return -1, a, b
+        _segment_rule(qS, inG, total - inside, base, slope)
+    w = np.empty(n)
+    low = 0.0
+    for i in range(n):
+        if not (np.isfinite(base[i]) and np.isfinite(slope[i])):
+            return -1, a, b
+        w[i] = base[i] + kappa * slope[i]
+        low = min(low, w[i])
+    if low < -1e-9:
+        return -1, a, b
+    mass = 0.0
+    for i in range(n):
+        w[i] = max(w[i], 0.0)
+        mass += w[i]
+    x = v * mass
+    k = 0
+    acc = 0.0
+    for i in range(n):  # searchsorted(cumsum(w), x, side="right")
+        acc += w[i]
+        if acc <= x:
+            k = i + 1
+    return drafts[min(k, n - 1)], a, b
+
+
+@_jit
 def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
     """The law of the majorant rule on every block of two or more tokens: over ``U`` uniform the
     chord interpolants of ``H`` at the vertices of the concave majorant of ``T - U H`` average to

@@ -52,6 +52,7 @@ def _kernels():
         _block_sums,
         _bridge,
         _bridge_path,
+        _chord_pick,
         _majorant_laws,
         _mass,
         _mixture_law,
@@ -63,9 +64,9 @@ def _kernels():
         _walk,
     )
 
-    return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _majorant_laws=_majorant_laws, _mass=_mass,
-                           _mixture_law=_mixture_law, _path_groups=_path_groups, _plan_arrays=_plan_arrays,
-                           _prefix2=_prefix2,
+    return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _chord_pick=_chord_pick,
+                           _majorant_laws=_majorant_laws, _mass=_mass, _mixture_law=_mixture_law,
+                           _path_groups=_path_groups, _plan_arrays=_plan_arrays, _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
@@ -287,9 +288,22 @@ class ChordPlan:
         return np.maximum(out, 0.0)
 
     def pick(self, drafts: np.ndarray, u: float, v: float) -> int:
-        """The chosen draft for one tuple, from two uniforms (the level and the draw in the segment)."""
+        """The chosen draft for one tuple of distinct increasing tokens, from two uniforms (the level and the
+        draw in the segment). On a block without its tree, one compiled call (:func:`~._chord_kernels._chord_pick`:
+        the bridge, the segment rule and the draw) unless the rule needs decimal arithmetic."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        a, b = self.segment(int(self.pos[drafts].min()), u)
+        j = int(self.pos[drafts].min())
+        i = self.block_of(j)
+        steps = self._steps.get(i, 0) + 1
+        if i not in self._trees and steps <= TREE_AFTER:
+            self._steps[i] = steps
+            token, a, b = self.k._chord_pick(self.ts, self.qs, self.H, self.q, self.pos, self.above,
+                                             int(self.cuts[i]), int(self.cuts[i + 1]), drafts, u, v, self.total,
+                                             EXACT_KAPPA)
+            if token >= 0:
+                return int(token)
+        else:
+            a, b = self.segment(j, u)
         w = self.rule(drafts, a, b)
         k = int(np.searchsorted(np.cumsum(w), v * w.sum(), side="right"))
         return int(drafts[min(k, drafts.size - 1)])
