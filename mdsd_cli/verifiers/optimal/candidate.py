@@ -30,6 +30,7 @@ import numpy as np
 
 from ..._jit import numba_enabled
 from ...samplers import ratio_order
+from ...samplers.laws import WORSampler
 from ..base import PreparedVerifier, drafted_mass
 
 #: Relative gap under which a chain prefix counts as tight (block boundary).
@@ -99,7 +100,9 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     call (:func:`~._candidate_kernels._pair_chain` for a pair, in closed form;
     :func:`~._candidate_kernels._wor_chain` for three drafts or more, by the quadrature).
     """
-    if numba_enabled() and p.size > 1 and _pair_draws(sampler, q, n):
+    fast = numba_enabled() and p.size > 1
+    distinct = _wor_draws(sampler, q, n) if fast else 0
+    if distinct == 2:
         from ._candidate_kernels import _pair_chain
 
         V = p.size
@@ -108,8 +111,8 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
                               TIGHT, order, H, t, cuts)
         if K >= 0:
             return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
-    if numba_enabled() and p.size > 1 and _wor_draws(sampler, q, n) >= 3:
-        return _wor_chain_targets(p, q, _wor_draws(sampler, q, n), hits)
+    if distinct >= 3:
+        return _wor_chain_targets(p, q, distinct, hits)
     order = ratio_order(p, q)
     H = sampler.hit_probability_chain(q, n, order)
     if not numba_enabled():
@@ -128,18 +131,11 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
 
 def _wor_draws(sampler, q: np.ndarray, n: int) -> int:
     """The number of distinct drafts ``min(n, |supp q|)`` where the drafts are drawn without replacement
-    (the plain ``wor`` sampler), else 0."""
-    from ...samplers.laws import WORSampler
-
+    (the plain ``wor`` sampler: a pair's hit chain has a closed form, :func:`~mdsd_cli._wor_kernel.pair_hit_chain`),
+    else 0."""
     if type(sampler).hit_probability_chain is not WORSampler.hit_probability_chain:
         return 0
     return min(int(n), int(np.count_nonzero(q > 0)))
-
-
-def _pair_draws(sampler, q: np.ndarray, n: int) -> bool:
-    """Whether the drafts are a pair drawn without replacement (two drafts from two or more tokens, or
-    more drafts from exactly two): its hit chain has a closed form (:func:`~mdsd_cli._wor_kernel.pair_hit_chain`)."""
-    return _wor_draws(sampler, q, n) == 2
 
 
 def _wor_chain_targets(p: np.ndarray, q: np.ndarray, n_eff: int, hits: bool):

@@ -28,6 +28,7 @@ block many steps go into, or whose exact choice probabilities are asked for (doc
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -46,8 +47,9 @@ TRUSTED = 1e-9
 TREE_AFTER = 64
 
 
+@functools.lru_cache(maxsize=1)
 def _kernels():
-    """The compiled kernels (imported on first use: numba loads them then)."""
+    """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan)."""
     from ._chord_kernels import (
         _block_sums,
         _bridge,
