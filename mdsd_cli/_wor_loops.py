@@ -189,8 +189,9 @@ def _grid_loops(qs, n_eff, m, unit, t_lo, offsets):  # pragma: no cover - compil
     return scaled, _grid_points(t_hi, m, scaled_lo, offsets), scaled_lo
 
 
-#: Distinct rates whose exponentials the hit chain keeps (``2^SLOT_BITS``, direct-mapped by a hash).
-SLOT_BITS = 7
+#: Distinct rates whose exponentials the hit chain keeps (``2^SLOT_BITS``, direct-mapped by a hash; 32 slots
+#: are ~30 KB at V = 2,380: more cost more than they save where the caches are cold).
+SLOT_BITS = 5
 SLOTS = 1 << SLOT_BITS
 
 
