@@ -259,6 +259,37 @@ def test_compiled_pick_is_the_segment_rule_and_draw(n):
     assert compared == 900
 
 
+def test_a_draft_alone_in_the_earliest_block_is_chosen_without_the_tree():
+    """choice() gives the draft alone in the earliest block its drafts reach probability 1 without building that
+    block's tree: the same law as the tree's path (to 1e-15) on every tuple of zipf, Gaussian and cold real-text
+    pairs, both kinds of tuples met."""
+    from mdsd_cli import zipf_pairs
+    from mdsd_cli.bench.common import random_pairs
+    from mdsd_cli.datasets import load_data
+
+    rng = np.random.default_rng(71)
+    zipf = zipf_pairs(1, 2000, seed=5)
+    P, Q = random_pairs(1, 2000, 7, spread=2.2, noise=1.1)
+    cold = load_data("pydoc-ngram", temperature=0.25)
+    alone = shared = 0
+    for n in (2, 4):
+        for p, q in [(zipf.target[0], zipf.draft[0]), (P[0], Q[0]), (cold.target[76], cold.draft[76])]:
+            plan = OptimalWOR(p, q, n)._chords
+            for row in get_sampler("wor").sample(q, n, rng, 60):
+                drafts = np.unique(row)
+                where = plan.pos[drafts]
+                j = int(where.min())
+                i = plan.block_of(j)
+                got = plan.choice(drafts)
+                np.testing.assert_allclose(got, plan._path_choice(drafts, j, i), rtol=0, atol=1e-15)
+                if np.count_nonzero(where < plan.cuts[i + 1]) == 1:
+                    alone += 1
+                    assert got.max() == 1.0 and got.sum() == 1.0
+                else:
+                    shared += 1
+    assert alone >= 10 and shared >= 10, (alone, shared)
+
+
 def test_chain_order_of_the_tuples_does_not_matter():
     """The rule sees the drafted set: the same tuple in another order gets the same choice law."""
     rng = np.random.default_rng(4)

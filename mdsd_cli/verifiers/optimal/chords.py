@@ -260,10 +260,21 @@ class ChordPlan:
     def choice(self, drafts: np.ndarray) -> np.ndarray:
         """``P(Z = x_i | X)`` for one tuple of distinct drafts: the segment rule on every level
         of the path, grouped into runs where the segment holds the same drafts (the rule is
-        affine in ``kappa``, so a run needs one evaluation, checked at its two ends)."""
+        affine in ``kappa``, so a run needs one evaluation, checked at its two ends). A draft alone
+        in the earliest block the drafts reach is chosen outright (no tree of splits)."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        j = int(self.pos[drafts].min())
+        where = self.pos[drafts]
+        j = int(where.min())
         i = self.block_of(j)
+        if np.count_nonzero(where < self.cuts[i + 1]) == 1:  # the only draft in the earliest block wins outright
+            out = np.zeros(drafts.size)
+            out[int(np.argmin(where))] = 1.0
+            return out
+        return self._path_choice(drafts, j, i)
+
+    def _path_choice(self, drafts: np.ndarray, j: int, i: int) -> np.ndarray:
+        """:meth:`choice` over the path of block ``i``'s tree of splits through position ``j`` (the drafts'
+        first)."""
         A, T, H, Q, (Qh, Ql), _ = self._block_arrays(i)
         tree, trusted = self._tree(i)
         if not trusted:  # the rule is the majorants': its path by bisection over the bridges
@@ -294,8 +305,11 @@ class ChordPlan:
         draw in the segment). On a block without its tree, one compiled call (:func:`~._chord_kernels._chord_pick`:
         the bridge, the segment rule and the draw) unless the rule needs decimal arithmetic."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        j = int(self.pos[drafts].min())
+        where = self.pos[drafts]
+        j = int(where.min())
         i = self.block_of(j)
+        if np.count_nonzero(where < self.cuts[i + 1]) == 1:  # the only draft in the earliest block wins outright
+            return int(drafts[int(np.argmin(where))])
         steps = self._steps.get(i, 0) + 1
         if i not in self._trees and steps <= TREE_AFTER:
             self._steps[i] = steps
