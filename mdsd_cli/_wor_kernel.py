@@ -50,7 +50,7 @@ import math
 
 import numpy as np
 
-from ._jit import compiled, numba_enabled  # noqa: F401 (re-exported)
+from ._jit import numba_enabled
 
 
 def default_step(n: int) -> float:

@@ -358,60 +358,62 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
 
 
 @_jit
-def _pair_chain(p, q, tight, order, H, ts, cuts):
-    """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for a pair without replacement in one
-    call: the chain (``ratio_order``'s keys and stable sort), the pair's hit chain in closed form
-    (:func:`~mdsd_cli._wor_loops._pair_loops` on ``q`` normalised along it) and :func:`_chain_targets`.
-    Fills ``order``, ``H``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts)``, or
-    ``(-1, 0)`` where the closed form declines (a dominant token's ``1 - q`` below 1e-100)."""
+def _ordered(p, q, order):
+    """The chain into ``order`` (``ratio_order``'s keys and stable sort); returns ``p`` and ``q`` along it."""
     V = p.shape[0]
     key = np.empty(V)
     _ratio_keys(p, q, key)
     _radix_argsort(key, order)
     ps = np.empty(V)
     qs = np.empty(V)
-    total = 0.0
     for k in range(V):
         ps[k] = p[order[k]]
         qs[k] = q[order[k]]
+    return ps, qs
+
+
+@_jit
+def _targets_by_token(ps, qs, H, tight, order, ts, cuts):
+    """:func:`_chain_targets` along the chain ``order``, the targets scattered to ``ts`` by token."""
+    along = np.empty(ps.shape[0])
+    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
+    for k in range(ps.shape[0]):
+        ts[order[k]] = along[k]
+    return K, ncut
+
+
+@_jit
+def _pair_chain(p, q, tight, order, H, ts, cuts):
+    """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for a pair without replacement in one
+    call: the chain (:func:`_ordered`), the pair's hit chain in closed form
+    (:func:`~mdsd_cli._wor_loops._pair_loops` on ``q`` normalised along it) and :func:`_chain_targets`.
+    Fills ``order``, ``H``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts)``, or
+    ``(-1, 0)`` where the closed form declines (a dominant token's ``1 - q`` below 1e-100)."""
+    ps, qs = _ordered(p, q, order)
+    V = p.shape[0]
+    total = 0.0
+    for k in range(V):
         total += qs[k]
     unit = np.empty(V)
     for k in range(V):
         unit[k] = qs[k] / total
     if not _pair_loops(unit, H):
         return -1, 0
-    along = np.empty(V)
-    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
-    for k in range(V):
-        ts[order[k]] = along[k]
-    return K, ncut
+    return _targets_by_token(ps, qs, H, tight, order, ts, cuts)
 
 
 @_jit
-def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, H, ts, cuts):
+def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
     """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for three or more drafts without
-    replacement in one call: the chain (``ratio_order``'s keys and stable sort), the quadrature's grid
+    replacement in one call: the chain (:func:`_ordered`), the quadrature's grid
     (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
     :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
-    Fills ``order``, ``H``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts)``."""
-    V = p.shape[0]
-    key = np.empty(V)
-    _ratio_keys(p, q, key)
-    _radix_argsort(key, order)
-    ps = np.empty(V)
-    qs = np.empty(V)
-    for k in range(V):
-        ps[k] = p[order[k]]
-        qs[k] = q[order[k]]
+    Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``."""
+    ps, qs = _ordered(p, q, order)
     rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
-    hits = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
-    for k in range(V + 1):
-        H[k] = hits[k]
-    along = np.empty(V)
-    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
-    for k in range(V):
-        ts[order[k]] = along[k]
-    return K, ncut
+    H = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
+    K, ncut = _targets_by_token(ps, qs, H, tight, order, ts, cuts)
+    return K, ncut, H
 
 
 @_jit

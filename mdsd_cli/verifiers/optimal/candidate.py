@@ -146,9 +146,9 @@ def _wor_chain_targets(p: np.ndarray, q: np.ndarray, n_eff: int, hits: bool):
 
     V = p.size
     m, h = grid_step(default_step(n_eff))
-    order, H, t, cuts = np.empty(V, np.int64), np.empty(V + 1), np.empty(V), np.empty(V + 2, np.int64)
-    K, ncut = _wor_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), n_eff,
-                         m, h, left_unit(n_eff), grid_offsets(m), left_tail_terms(h), TIGHT, order, H, t, cuts)
+    order, t, cuts = np.empty(V, np.int64), np.empty(V), np.empty(V + 2, np.int64)
+    K, ncut, H = _wor_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
+                            n_eff, m, h, left_unit(n_eff), grid_offsets(m), left_tail_terms(h), TIGHT, order, t, cuts)
     return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
 
 

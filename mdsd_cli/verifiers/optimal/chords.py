@@ -263,14 +263,21 @@ class ChordPlan:
         affine in ``kappa``, so a run needs one evaluation, checked at its two ends). A draft alone
         in the earliest block the drafts reach is chosen outright (no tree of splits)."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        where = self.pos[drafts]
-        j = int(where.min())
-        i = self.block_of(j)
-        if np.count_nonzero(where < self.cuts[i + 1]) == 1:  # the only draft in the earliest block wins outright
+        j, i, alone = self._first_block(drafts)
+        if alone >= 0:
             out = np.zeros(drafts.size)
-            out[int(np.argmin(where))] = 1.0
+            out[alone] = 1.0
             return out
         return self._path_choice(drafts, j, i)
+
+    def _first_block(self, drafts: np.ndarray) -> tuple[int, int, int]:
+        """``(j, i, alone)``: the drafts' first chain position, its block, and the index of the draft if it is
+        the only one in that block (it then wins outright: an earlier block always wins), else -1."""
+        where = self.pos[drafts]
+        k = int(np.argmin(where))
+        j = int(where[k])
+        i = self.block_of(j)
+        return j, i, (k if np.count_nonzero(where < self.cuts[i + 1]) == 1 else -1)
 
     def _path_choice(self, drafts: np.ndarray, j: int, i: int) -> np.ndarray:
         """:meth:`choice` over the path of block ``i``'s tree of splits through position ``j`` (the drafts'
@@ -305,11 +312,9 @@ class ChordPlan:
         draw in the segment). On a block without its tree, one compiled call (:func:`~._chord_kernels._chord_pick`:
         the bridge, the segment rule and the draw) unless the rule needs decimal arithmetic."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        where = self.pos[drafts]
-        j = int(where.min())
-        i = self.block_of(j)
-        if np.count_nonzero(where < self.cuts[i + 1]) == 1:  # the only draft in the earliest block wins outright
-            return int(drafts[int(np.argmin(where))])
+        j, i, alone = self._first_block(drafts)
+        if alone >= 0:
+            return int(drafts[alone])
         steps = self._steps.get(i, 0) + 1
         if i not in self._trees and steps <= TREE_AFTER:
             self._steps[i] = steps
