@@ -195,6 +195,159 @@ SLOT_BITS = 5
 SLOTS = 1 << SLOT_BITS
 
 
+#: A run of at least ``max(RUN_MIN, n_eff + 1)`` tokens of one draft mass along the chain (zeros between them
+#: allowed) joins ``B`` at once (:func:`_join_run`): an n-gram draft's chain is mostly such runs.
+RUN_MIN = 8
+
+
+@kernel(vector=True, inline=True)
+def _join_run(qs, W, k, lo, r, S, C, n_eff, four, p0, p1, p2, p3, pmf, less, E, G2, t, m, h, t_lo, d, count, H,
+              work, K, Bl, small, span):  # pragma: no cover - compiled
+    """Chain positions ``k`` down to ``lo``: ``r`` tokens of one mass (``S = 1 - e^{-q t}``, ``C = e^{-q t}``)
+    and zeros join ``B`` at once. After ``j`` of them, ``P[N_B < n] = sum_l C(j, l) s^l c^(j-l) b_l`` with
+    ``b_l = P[N_B0 <= n - 1 - l]`` (``B0``: ``B`` before the run), and ``e^{-W t} c^(j-l) = e^{-W_(l) t}``
+    (``W_(l)``: the prefix's mass after ``l`` of them), so every position's integral is
+    ``sum_{l < n} C(j, l) M_l`` with the moments ``M_l = sum_t t e^{-W_(l) t} s^l b_l``: ``n`` passes over
+    the grid for the run instead of one a token, all terms non-negative. A moment keeps the points with
+    ``W_(l) t <= 50 + L ln r`` (a binomial up to ``r^L`` multiplies it). Then the pmf's rows take the
+    binomial law of the run (``c^(r-L)`` by doubling, :func:`_fill`), and ``E`` the new prefix's weight
+    (:func:`_fill` too). Fills ``H[lo .. k]``; returns ``(count, G2)``."""
+    G = t.shape[0]
+    S2, C2, El, sl, tmp = work[0], work[1], work[2], work[3], work[4]
+    mom = small[0]
+    L = min(n_eff - 1, r)
+    lim = 50.0 + L * math.log(r)
+    Wl = W[k + 1]
+    g = G2
+    for j in range(G2):
+        El[j] = E[j]
+    while g < G and Wl * t[g] <= lim:
+        El[g] = math.exp(-Wl * t[g])
+        g += 1
+    for j in range(G):
+        sl[j] = 1.0
+    cb = 1.0
+    pp = k + 1
+    for ell in range(L + 1):
+        if ell > 0:
+            pp -= 1
+            while qs[pp] == 0.0:
+                pp -= 1
+            Wl = W[pp]
+            for j in range(g):
+                El[j] = El[j] / C[j]
+            while g < G and Wl * t[g] <= lim:
+                El[g] = math.exp(-Wl * t[g])
+                g += 1
+            for j in range(G):
+                sl[j] = sl[j] * S[j]
+            cb = cb * (r - ell + 1) / ell
+        acc = 0.0
+        if ell == 0:
+            for j in range(g):
+                acc += t[j] * El[j] * less[j]
+        else:
+            top = n_eff - 1 - ell  # b_l = P[N_B0 <= top]
+            if four:
+                for j in range(G):
+                    Bl[ell, j] = p0[j] + (p1[j] if top >= 1 else 0.0) + (p2[j] if top >= 2 else 0.0)
+            else:
+                for j in range(G):
+                    tmp[j] = pmf[0, j]
+                for i in range(1, top + 1):
+                    for j in range(G):
+                        tmp[j] = tmp[j] + pmf[i, j]
+                for j in range(G):
+                    Bl[ell, j] = tmp[j]
+            for j in range(g):
+                acc += t[j] * El[j] * sl[j] * Bl[ell, j]
+        mom[ell] = acc
+        for j in range(G):
+            K[ell, j] = cb * sl[j]
+    # K[l] = C(r, l) s^l c^(r - l): the powers of c from c^(r - L) up
+    _fill((r - L) * qs[k], t, m, G, S2, C2)
+    for ell in range(L, -1, -1):
+        for j in range(G):
+            K[ell, j] = K[ell, j] * C2[j]
+        if ell > 0:
+            for j in range(G):
+                C2[j] = C2[j] * C[j]
+    for j in range(G):
+        tmp[j] = K[0, j] * less[j]
+    for ell in range(1, L + 1):
+        for j in range(G):
+            tmp[j] = tmp[j] + K[ell, j] * Bl[ell, j]
+    for j in range(G):
+        less[j] = tmp[j]
+    if four:  # rows from the top down, each from the rows below it (row 3 unread at n_eff = 3)
+        for j in range(G):
+            a0, a1, a2, a3 = p0[j], p1[j], p2[j], p3[j]
+            k0, k1, k2 = K[0, j], K[1, j], K[2, j]
+            k3 = K[3, j] if L >= 3 else 0.0
+            p3[j] = k0 * a3 + k1 * a2 + k2 * a1 + k3 * a0
+            p2[j] = k0 * a2 + k1 * a1 + k2 * a0
+            p1[j] = k0 * a1 + k1 * a0
+            p0[j] = k0 * a0
+    else:
+        for i in range(n_eff - 1, -1, -1):
+            for j in range(G):
+                tmp[j] = K[0, j] * pmf[i, j]
+            for ell in range(1, min(i, L) + 1):
+                for j in range(G):
+                    tmp[j] = tmp[j] + K[ell, j] * pmf[i - ell, j]
+            for j in range(G):
+                pmf[i, j] = tmp[j]
+    Wlo = W[lo]
+    G2 = 0
+    if Wlo > 0.0:
+        _fill(Wlo, t, m, G, S2, E)
+        while G2 < G and Wlo * t[G2] <= 50.0:
+            G2 += 1
+    # every position's H from the moments, vectorised over the run's positions pos = k - i: the sum
+    # sum_l C(j, l) M_l nested as M_0 + j (M_1 + (j - 1) / 2 (M_2 + ...)) (the factor j - l + 1 is 0 at
+    # l = j + 1, so the terms above j vanish), then the left tail by Horner in W t_lo
+    M = d.shape[0]
+    npos = k - lo + 1
+    jv, av, tv = span[0], span[1], span[2]
+    j = 0
+    gaps = False
+    for i in range(npos):
+        if qs[k - i] > 0.0:
+            j += 1
+        else:
+            gaps = True
+        jv[i] = j
+    for i in range(npos):
+        av[i] = mom[L]
+    for ell in range(L, 0, -1):
+        low, inv, off = mom[ell - 1], 1.0 / ell, ell - 1.0
+        for i in range(npos):
+            av[i] = low + (jv[i] - off) * inv * av[i]
+    for i in range(npos):
+        tv[i] = d[M - 1]
+    for mm in range(M - 2, -1, -1):
+        dm = d[mm]
+        for i in range(npos):
+            tv[i] = dm - W[k - i] * t_lo * tv[i]
+    for i in range(npos):
+        v = W[k - i] * (h * av[i] + t_lo * tv[i])
+        H[k - i] = min(max(v, 0.0), 1.0)
+    if gaps or count < n_eff or W[lo] <= 0.0:  # zeros (H as above them), fewer than n drafted tokens, no prefix
+        for i in range(npos):
+            pos = k - i
+            if qs[pos] > 0.0:
+                count += 1
+            if W[pos] <= 0.0:
+                H[pos] = 0.0
+            elif qs[pos] == 0.0:
+                H[pos] = H[pos + 1]
+            elif count < n_eff:
+                H[pos] = 1.0
+    else:
+        count += r
+    return count, G2
+
+
 @kernel(vector=True)
 def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - compiled
     # Down the chain (tokens V-1 .. 0 join B): every grid point's pmf of N_B(t) below n_eff and
@@ -203,13 +356,22 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
     # down as well, divided by the token's e^{-q t} at each step (recomputed every 64 drafted tokens), on
     # the points with W_k t <= 50 only (beyond, the terms are below e^{-50}; a point entering that range
     # gets its own exponential). At n_eff = 3 or 4 the pmf's rows are four arrays updated in one
-    # vectorised loop with the weight and the sum (_join4); else row by row.
+    # vectorised loop with the weight and the sum (_join4); else row by row. A run of tokens of one mass
+    # joins at once (_join_run).
     V = qs.shape[0]
     G = t.shape[0]
-    W = np.empty(V + 1)
-    W[0] = 0.0
+    W = np.empty(V + 1)  # the prefixes' masses, compensated (Neumaier): a run's positions share one rate, and
+    W[0] = 0.0  # a plain sum's drift (1e-13 over 30,000 equal masses) would show against it
+    s, c = 0.0, 0.0
     for i in range(V):
-        W[i + 1] = W[i] + qs[i]
+        y = qs[i]
+        tot = s + y
+        if s >= y:
+            c += (s - tot) + y
+        else:
+            c += (y - tot) + s
+        s = tot
+        W[i + 1] = s + c
     four = 3 <= n_eff <= 4
     pmf = np.zeros((1 if four else n_eff, G))
     p0, p1, p2, p3 = np.zeros(G), np.zeros(G), np.zeros(G), np.zeros(G)
@@ -230,17 +392,25 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
     E = np.zeros(G)
     H = np.empty(V + 1)
     H[V] = 1.0
+    # the runs' scratch
+    width = max(n_eff, 4)
+    work = np.empty((5, G))  # S2, C2, El, sl and a buffer
+    K, Bl = np.empty((width, G)), np.empty((width, G))
+    small = np.empty((1, width))  # the moments
+    span = np.empty((3, V))  # a run's positions: tokens joined, the moments' sum, the left tail
+    run_min = max(RUN_MIN, n_eff + 1)
     count = 0
     M = d.shape[0]
     top = n_eff - 1
     G2 = 0  # E[j] = e^{-W t_j} for j < G2, W the mass of the current prefix
     since = 0  # drafted tokens since E was last computed directly
     last = -1.0  # the rate S and C hold
-    for k in range(V - 1, -1, -1):
+    short = V  # positions from here up were scanned for a run and go token by token
+    k = V - 1
+    while k >= 0:
         qk = qs[k]
         Wk = W[k]
         if qk > 0.0:
-            count += 1
             if qk != last:
                 bits[0] = qk
                 slot = int((ibits[0] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - SLOT_BITS))
@@ -250,6 +420,22 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
                     _fill(qk, t, m, G, S, C)
                     cached_rate[slot] = qk
                 last = qk
+            if k < short:  # the run of this mass from here down (zeros between its tokens allowed)
+                lo, r, i = k, 1, k - 1
+                while i >= 0 and (qs[i] == qk or qs[i] == 0.0):
+                    if qs[i] == qk:
+                        r += 1
+                        lo = i
+                    i -= 1
+                if r >= run_min and W[k + 1] > 0.0:
+                    count, G2 = _join_run(qs, W, k, lo, r, S, C, n_eff, four, p0, p1, p2, p3, pmf, less, E, G2,
+                                          t, m, h, t_lo, d, count, H, work, K, Bl, small,
+                                          span)
+                    since = 0
+                    k = lo - 1
+                    continue
+                short = lo
+            count += 1
             since += 1
             if since >= 64:  # recomputed every 64 drafted tokens, whatever zeros lie between them
                 G2 = 0
@@ -271,6 +457,7 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
                     E[j] = E[j] / C[j]
         if Wk <= 0.0:
             H[k] = 0.0
+            k -= 1
             continue
         if G2 == 0:
             n2 = G
@@ -295,6 +482,7 @@ def _wor_hit_chain_loops(qs, n_eff, t, m, h, t_lo, d):  # pragma: no cover - com
                 tail = d[i] - x0 * tail
             v = Wk * (h * acc + t_lo * tail)
             H[k] = min(max(v, 0.0), 1.0)
+        k -= 1
     return H
 
 

@@ -104,13 +104,53 @@ def test_wor_hit_chain_against_subset_dynamic_programme_at_sixteen_tokens():
     for n in (2, 4, 7):
         logits = rng.normal(0, 2, V)
         q = np.exp(logits) / np.exp(logits).sum()
-        order = rng.permutation(V)
-        H = hit_probability_chain(q, n, order, sampler="wor")
-        all_in = _zeta(_wor_set_law(q, n, V), V)
-        full = (1 << V) - 1
-        for k in range(V + 1):
-            mask = sum(1 << int(i) for i in order[:k])
-            assert H[k] == pytest.approx(1.0 - all_in[full ^ mask], abs=1e-12)
+        _assert_wor_chain_is_the_subset_dp(q, n, rng.permutation(V))
+
+
+def _assert_wor_chain_is_the_subset_dp(q, n, order):
+    """The wor hit chain along ``order`` against the subset dynamic programme (1e-12)."""
+    V = q.size
+    H = hit_probability_chain(q, n, order, sampler="wor")
+    all_in = _zeta(_wor_set_law(q, n, V), V)
+    full = (1 << V) - 1
+    for k in range(V + 1):
+        mask = sum(1 << int(i) for i in order[:k])
+        assert H[k] == pytest.approx(1.0 - all_in[full ^ mask], abs=1e-12)
+
+
+def test_wor_hit_chain_runs_of_one_mass_against_exact_oracles():
+    """Runs of equal masses join the quadrature at once (``_join_run``: moments of the binomial law of the
+    run). Against closed forms and enumeration, not the per-token reference: equal masses (zeros between
+    them) give ``P(miss A) = C(N - a, n) / C(N, n)``; runs mixed with distinct masses at V = 14 against the
+    subset dynamic programme; n-gram-like chains (a few dozen masses, long runs, singletons between them)
+    against the per-token numpy sweep, at n = 3, 4 (the four-row path) and 8, 16 (the general rows)."""
+    from mdsd_cli._wor_loops import RUN_MIN
+
+    for N, n in ((5000, 3), (5000, 4), (3000, 8), (600, 16)):
+        q = np.zeros(2 * N)
+        q[1::2] = 1.0
+        q /= q.sum()
+        positive = np.concatenate(([0], np.cumsum(q > 0)))
+        exact = np.array([1.0 - math.comb(N - a, n) / math.comb(N, n) for a in positive])
+        np.testing.assert_allclose(wor_hit_chain(q, n), exact, rtol=0, atol=1e-13)
+    rng = np.random.default_rng(17)
+    V = 14
+    a, b, c, d = rng.dirichlet(np.ones(4))
+    for n, q in ((3, [a, a, 0, a, a, a, 0, a, a, a, a, b, c, d]), (4, [a] * 8 + [b] * 5 + [c]),
+                 (4, [c, d] + [a] * 12), (5, [b, 0, 0] + [a] * 11), (3, [d, c] + [b] * 4 + [a] * 8)):
+        q = np.array(q) / np.sum(q)
+        positive = q[q > 0]  # the longest run of one mass along the chain (zeros between) takes the run's path
+        starts = np.flatnonzero(np.r_[True, positive[1:] != positive[:-1], True])
+        assert np.diff(starts).max() >= max(RUN_MIN, n + 1)
+        for order in (np.arange(V), np.arange(V)[::-1]):
+            _assert_wor_chain_is_the_subset_dp(q, n, order)
+    for V, n in ((2400, 3), (2400, 4), (3000, 8), (1500, 16)):
+        masses = rng.dirichlet(np.ones(30)) * rng.choice([1.0, 1e-3, 1e-8], 30)
+        q = np.repeat(masses, rng.integers(1, 300, 30))[:V]
+        q = np.concatenate((q, rng.random(V - q.size) * 1e-4)) if q.size < V else q
+        q[rng.random(q.size) < 0.05] = 0.0
+        q /= q.sum()
+        np.testing.assert_allclose(wor_hit_chain(q, n), wor_hit_chain_numpy(q, n), rtol=0, atol=1e-13)
 
 
 def test_wor_compiled_kernel_equals_pure_numpy():

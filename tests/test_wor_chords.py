@@ -121,6 +121,55 @@ def test_optimal_wor_nested_chords_hundreds_of_small_cases():
             assert enumerated_rate(v) == pytest.approx(lp, abs=1e-9)
 
 
+def _tied_pair(rng, V, groups):
+    """An n-gram-like pair: ``q`` takes a few masses; on each of ``groups`` sets of tokens ``p = lambda q``
+    (exactly tied ratios whose draft masses differ), elsewhere ``p`` is its own."""
+    q = rng.choice(rng.dirichlet(np.ones(5)), V) * rng.choice([1.0, 0.5], V)
+    q /= q.sum()
+    p = rng.dirichlet(np.ones(V))
+    label = rng.integers(0, groups + 1, V)
+    for g in range(1, groups + 1):
+        p[label == g] = q[label == g] * rng.uniform(0.5, 2.0)
+    return p / p.sum(), q
+
+
+def test_wor_chain_orders_tied_ratios_by_mass_and_stays_exact():
+    """From three drafts without replacement the chain puts exactly tied ratios in decreasing ``q`` (runs of
+    one mass for the hit chain's quadrature): the compiled order is :func:`wor_chain_order`, the candidate
+    law and ``A*`` are those of the index-tied order (they do not depend on ties), and the verifier stays
+    exactly lossless and optimal on small tied cases (enumeration, the subset bound)."""
+    from mdsd_cli.samplers import ratio_order
+    from mdsd_cli.verifiers.optimal.candidate import (
+        chain_targets,
+        chain_targets_numpy,
+        wor_chain_order,
+    )
+
+    rng = np.random.default_rng(29)
+    sampler = get_sampler("wor")
+    for trial in range(40):
+        V = int(rng.integers(600, 2500))
+        p, q = _tied_pair(rng, V, 3)
+        n = 3 + trial % 3
+        order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)
+        assert np.array_equal(order, wor_chain_order(p, q))
+        key = q[order] / p[order]
+        tied = key[1:] == key[:-1]
+        assert tied.sum() > V // 4 and (q[order][1:][tied] <= q[order][:-1][tied]).all()
+        plain = ratio_order(p, q)
+        _, K2, t2, _ = chain_targets_numpy(p, q, plain, sampler.hit_probability_chain(q, n, plain))
+        np.testing.assert_allclose(t, t2, rtol=0, atol=1e-13)
+        assert set(order[:K]) == set(plain[:K2])
+    for trial in range(60):
+        V = int(rng.integers(5, 9))
+        p, q = _tied_pair(rng, V, 1 + trial % 2)
+        n = 3 + trial % 2
+        v = OptimalWOR(p, q, n)
+        assert np.abs(output_distribution(v) - p).max() <= 1e-12, (p, q, n)
+        bound = optimal_acceptance(p, q, n, sampler="wor", solver="subsets")
+        assert enumerated_rate(v) == pytest.approx(bound, abs=1e-12), (p, q, n)
+
+
 def test_chord_mixture_is_the_candidate_law_at_larger_vocabulary():
     """Without enumeration (V = 3,000, n = 2, 4 and 8): every block's tree of splits mixes the
     flat chord laws into exactly t, and every level's weight is a probability."""
@@ -365,6 +414,7 @@ def test_compiled_chain_targets_equal_numpy():
         block_index_numpy,
         chain_targets,
         chain_targets_numpy,
+        wor_chain_order,
     )
 
     if not numba_enabled():
@@ -383,7 +433,9 @@ def test_compiled_chain_targets_equal_numpy():
             p, q = p / p.sum(), q / q.sum()
         n = 2 + trial % 4
         order, K, t, cuts, H = chain_targets(p, q, n, sampler, hits=True)  # one compiled call (n = 2: closed form)
-        assert np.array_equal(order, ratio_order(p, q))
+        # n >= 3: exactly tied ratios by decreasing mass (the hit chain's runs)
+        assert np.array_equal(order, wor_chain_order(p, q) if min(n, np.count_nonzero(q > 0)) >= 3
+                              else ratio_order(p, q))
         np.testing.assert_allclose(H, sampler.hit_probability_chain(q, n, order), rtol=1e-14, atol=1e-15)
         order2, K2, t2, cuts2, H2 = chain_targets_numpy(p, q, order, H, hits=True)
         assert K == K2 and np.array_equal(cuts, cuts2), (trial, K, K2)

@@ -372,6 +372,108 @@ def _ordered(p, q, order):
     return ps, qs
 
 
+#: Distinct draft masses a run of tied ratios is counting-sorted by (more: a stable comparison sort), and the
+#: size of the open-addressing table that finds them.
+DISTINCT = 64
+TABLE_BITS = 7
+TABLE = 1 << TABLE_BITS
+
+
+@_jit
+def _ties_by_mass(p, q, order):
+    """The chain :func:`_ordered` gives, with every run of exactly equal keys reordered by decreasing ``q``
+    (stably: equal masses keep their index order); returns ``p`` and ``q`` along it. Tied ratios may come in
+    any order on the chain (the candidate law, ``A*`` and the optimum do not depend on it), and an n-gram
+    pair ties thousands of tokens whose draft masses are a few dozen values: grouped, they join the hit
+    chain's quadrature as runs of one mass (:func:`~mdsd_cli._wor_loops._join_run`)."""
+    ps, qs = _ordered(p, q, order)
+    V = p.shape[0]
+    keys = np.empty(V)
+    _ratio_keys(ps, qs, keys)
+    seg = np.empty(0, dtype=np.int64)
+    pseg, qseg = np.empty(0), np.empty(0)
+    entry = np.empty(0, dtype=np.int64)  # each token's entry in the table of masses
+    table = np.full(TABLE, -1.0)  # a group's distinct masses, open addressing on their bits
+    start = np.zeros(TABLE, dtype=np.int64)
+    used = np.empty(DISTINCT, dtype=np.int64)
+    bits = np.empty(1)
+    ibits = bits.view(np.uint64)
+    lo = 0
+    while lo < V:
+        hi = lo + 1
+        mixed = False
+        while hi < V and keys[hi] == keys[lo]:
+            if qs[hi] != qs[hi - 1]:
+                mixed = True
+            hi += 1
+        if mixed:
+            if seg.shape[0] == 0:
+                seg, entry = np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int64)
+                pseg, qseg = np.empty(V), np.empty(V)
+            d = 0
+            for i in range(lo, hi):  # the distinct masses and their counts (n-gram groups hold a few dozen)
+                x = qs[i]
+                bits[0] = x
+                e = np.int64((ibits[0] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - TABLE_BITS))
+                while table[e] != x and table[e] >= 0.0:
+                    e = (e + np.int64(1)) & np.int64(TABLE - 1)
+                if table[e] < 0.0:
+                    if d == DISTINCT:
+                        d = -1
+                        break
+                    table[e] = x
+                    start[e] = 0
+                    used[d] = e
+                    d += 1
+                start[e] += 1
+                entry[i] = e
+            if d < 0:  # many distinct masses: a stable sort of the group
+                d = DISTINCT
+                sub = np.argsort(-qs[lo:hi], kind="mergesort")
+                for i in range(hi - lo):
+                    seg[i], pseg[i], qseg[i] = order[lo + sub[i]], ps[lo + sub[i]], qs[lo + sub[i]]
+            else:  # a counting sort by decreasing mass, stable
+                for i in range(1, d):  # the distinct masses in decreasing order (insertion)
+                    u = used[i]
+                    j = i - 1
+                    while j >= 0 and table[used[j]] < table[u]:
+                        used[j + 1] = used[j]
+                        j -= 1
+                    used[j + 1] = u
+                acc = 0
+                for s in range(d):
+                    c = start[used[s]]
+                    start[used[s]] = acc
+                    acc += c
+                for i in range(lo, hi):
+                    u = entry[i]
+                    seg[start[u]], pseg[start[u]], qseg[start[u]] = order[i], ps[i], qs[i]
+                    start[u] += 1
+            for s in range(d):
+                table[used[s]] = -1.0
+            for i in range(hi - lo):
+                order[lo + i], ps[lo + i], qs[lo + i] = seg[i], pseg[i], qseg[i]
+        lo = hi
+    return ps, qs
+    # two stable sorts: by decreasing q, then by the key (ties keep the mass order, then the index)
+    neg = np.empty(V)
+    for i in range(V):
+        neg[i] = -q[i]
+    first = np.empty(V, dtype=np.int64)
+    _radix_argsort(neg, first)
+    for i in range(V):
+        ps[i] = p[first[i]]
+        qs[i] = q[first[i]]
+    _ratio_keys(ps, qs, keys)
+    second = np.empty(V, dtype=np.int64)
+    _radix_argsort(keys, second)
+    for i in range(V):
+        order[i] = first[second[i]]
+        ps[i] = p[order[i]]
+        qs[i] = q[order[i]]
+    return ps, qs
+
+
 @_jit
 def _targets_by_token(ps, qs, H, tight, order, ts, cuts):
     """:func:`_chain_targets` along the chain ``order``, the targets scattered to ``ts`` by token."""
@@ -408,8 +510,9 @@ def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
     replacement in one call: the chain (:func:`_ordered`), the quadrature's grid
     (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
     :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
-    Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``."""
-    ps, qs = _ordered(p, q, order)
+    Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``. Exactly tied ratios
+    are ordered by decreasing ``q`` (:func:`_ties_by_mass`)."""
+    ps, qs = _ties_by_mass(p, q, order)
     rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
     H = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
     K, ncut = _targets_by_token(ps, qs, H, tight, order, ts, cuts)

@@ -101,8 +101,8 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     :func:`~._candidate_kernels._wor_chain` for three drafts or more, by the quadrature).
     """
     fast = numba_enabled() and p.size > 1
-    distinct = _wor_draws(sampler, q, n) if fast else 0
-    if distinct == 2:
+    distinct = _wor_draws(sampler, q, n) if p.size > 1 else 0
+    if distinct == 2 and fast:
         from ._candidate_kernels import _pair_chain
 
         V = p.size
@@ -111,9 +111,9 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
                               TIGHT, order, H, t, cuts)
         if K >= 0:
             return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
-    if distinct >= 3:
+    if distinct >= 3 and fast:
         return _wor_chain_targets(p, q, distinct, hits)
-    order = ratio_order(p, q)
+    order = wor_chain_order(p, q) if distinct >= 3 else ratio_order(p, q)
     H = sampler.hit_probability_chain(q, n, order)
     if not numba_enabled():
         return chain_targets_numpy(p, q, order, H, hits=hits)
@@ -127,6 +127,21 @@ def chain_targets(p: np.ndarray, q: np.ndarray, n: int, sampler, *, hits: bool =
     if hits:
         return order, int(K), t, cuts[:ncut], H
     return order, int(K), t, cuts[:ncut]
+
+
+def wor_chain_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The chain of three or more drafts without replacement: :func:`~mdsd_cli.samplers.ratio_order` (``p/q``
+    decreasing), each run of exactly equal ratios reordered by decreasing ``q``, equal masses by index. Tied
+    ratios may come in any order (``A*``, the candidate law and α* do not depend on it; the chords' choice
+    rule does, and is exact along any such chain); grouped by mass, an n-gram pair's thousands of tied tokens
+    join the hit chain's quadrature as a few dozen runs of one mass (:func:`~mdsd_cli._wor_loops._join_run`,
+    ~4x cheaper on ``pydoc-ngram``). The compiled chain (:func:`~._candidate_kernels._ties_by_mass`) is the
+    same order."""
+    order = ratio_order(p, q)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.abs(q[order] / p[order])
+    group = np.concatenate(([0], np.cumsum(~(key[1:] == key[:-1]))))  # NaN never ties (its q is 0 anyway)
+    return order[np.lexsort((-q[order], group))]
 
 
 def _wor_draws(sampler, q: np.ndarray, n: int) -> int:
