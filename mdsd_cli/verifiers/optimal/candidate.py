@@ -23,6 +23,7 @@ inside a block is the concrete verifier's business
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -153,17 +154,25 @@ def _wor_draws(sampler, q: np.ndarray, n: int) -> int:
     return min(int(n), int(np.count_nonzero(q > 0)))
 
 
+@functools.lru_cache(maxsize=32)
+def wor_grid(n_eff: int) -> tuple:
+    """``(m, h, unit, offsets, d)``: the hit chain's grid parameters for ``n_eff`` drafts without replacement
+    (:func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), computed once."""
+    from ..._wor_kernel import default_step, grid_offsets, grid_step, left_tail_terms, left_unit
+
+    m, h = grid_step(default_step(n_eff))
+    return m, h, left_unit(n_eff), grid_offsets(m), left_tail_terms(h)
+
+
 def _wor_chain_targets(p: np.ndarray, q: np.ndarray, n_eff: int, hits: bool):
     """:func:`chain_targets` for ``n_eff >= 3`` drafts without replacement in one compiled call
     (:func:`~._candidate_kernels._wor_chain`: the chain, the quadrature's grid and hit chain, the targets)."""
-    from ..._wor_kernel import default_step, grid_offsets, grid_step, left_tail_terms, left_unit
     from ._candidate_kernels import _wor_chain
 
     V = p.size
-    m, h = grid_step(default_step(n_eff))
     order, t, cuts = np.empty(V, np.int64), np.empty(V), np.empty(V + 2, np.int64)
     K, ncut, H = _wor_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
-                            n_eff, m, h, left_unit(n_eff), grid_offsets(m), left_tail_terms(h), TIGHT, order, t, cuts)
+                            n_eff, *wor_grid(n_eff), TIGHT, order, t, cuts)
     return (order, int(K), t, cuts[:ncut], H) if hits else (order, int(K), t, cuts[:ncut])
 
 

@@ -131,28 +131,38 @@ class ChordPlan:
     """
 
     def __init__(self, q: np.ndarray, order: np.ndarray, t: np.ndarray, cuts: np.ndarray, H: np.ndarray):
-        self.q = q
-        self.order = order = np.ascontiguousarray(order, dtype=np.int64)
-        self.V = V = order.size
-        self.cuts = np.asarray(cuts, dtype=np.int64)
-        self.t = t
-        self.H = np.asarray(H, dtype=np.float64)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        cuts, H = np.asarray(cuts, dtype=np.int64), np.asarray(H, dtype=np.float64)
+        V = order.size
+        pos, qs, ts, law, above = np.empty(V, dtype=np.int64), np.empty(V), np.empty(V), np.empty(V), np.empty(V + 1)
+        steered = _kernels()._plan_arrays(np.ascontiguousarray(q, dtype=np.float64), order,
+                                          np.ascontiguousarray(t, dtype=np.float64), cuts, H, TRUSTED, pos, qs,
+                                          above, ts, law)
+        self._keep(q, order, t, cuts, H, pos, qs, above, ts, law, steered)
+
+    @classmethod
+    def from_arrays(cls, q, order, t, cuts, H, pos, qs, above, ts, law, steered) -> ChordPlan:
+        """The plan from what :func:`~._chord_kernels._plan_arrays` computed (``optimal-wor``'s set-up
+        at n >= 3 computes it in the same compiled call as the chain, :func:`~._chord_kernels._wor_chord_setup`)."""
+        plan = cls.__new__(cls)
+        plan._keep(q, order, t, cuts, H, pos, qs, above, ts, law, steered)
+        return plan
+
+    def _keep(self, q, order, t, cuts, H, pos, qs, above, ts, law, steered):
+        self.q, self.order, self.V, self.cuts, self.t, self.H = q, order, order.size, cuts, t, H
         self.total = float(q.sum())
         self._arrays: dict[int, tuple] = {}
         self._trees: dict[int, tuple] = {}  # block -> (tree, trusted)
         self._steps: dict[int, int] = {}  # block -> steps found by bridges
         self.k = _kernels()
-        self.pos = np.empty(V, dtype=np.int64)
-        self.qs = np.empty(V)  # q along the chain
-        self.above = np.empty(V + 1)  # Q(a): draft mass above position a
-        self.ts = np.empty(V)  # t along the chain
+        self.pos = pos  # the chain position of each token
+        self.qs = qs  # q along the chain
+        self.above = above  # Q(a): draft mass above position a
+        self.ts = ts  # t along the chain
         #: The law the rule really gives: ``t`` where a block's majorant law is within :data:`TRUSTED`
         #: of it (always seen), else that law (``t`` not concave, or above the hit curve, past rounding).
-        self.law = np.empty(V)
-        # blocks whose rule misses t by more than TRUSTED
-        self.steered = int(self.k._plan_arrays(np.ascontiguousarray(q, dtype=np.float64), order,
-                                               np.ascontiguousarray(t, dtype=np.float64), self.cuts, self.H,
-                                               TRUSTED, self.pos, self.qs, self.above, self.ts, self.law))
+        self.law = law
+        self.steered = int(steered)  # blocks whose rule misses t by more than TRUSTED
 
     # --- the blocks and their splits -------------------------------------------------------
     def block_of(self, position: int) -> int:

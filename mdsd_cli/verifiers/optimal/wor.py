@@ -24,7 +24,8 @@ import math
 
 import numpy as np
 
-from .candidate import block_index, chain_targets, priority_blocks
+from ..._jit import numba_enabled
+from .candidate import TIGHT, _wor_draws, block_index, chain_targets, priority_blocks, wor_grid
 from .chords import MAX_CHORD_DRAFTS, ChordPlan
 from .luce import (
     LuceVerifier,
@@ -64,6 +65,8 @@ class OptimalWOR(LuceVerifier):
     def check_size(cls, q, n, sampler):
         from ...errors import SizeLimitError
 
+        if n <= MAX_CHORD_DRAFTS:
+            return
         for row in np.atleast_2d(np.asarray(q)):
             if min(n, int(np.count_nonzero(row > 0))) > MAX_CHORD_DRAFTS:
                 raise SizeLimitError(
@@ -76,6 +79,9 @@ class OptimalWOR(LuceVerifier):
 
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
+        if k >= 3 and CHORDS and V > 1 and numba_enabled() and _wor_draws(self.draft_sampler, q, n) >= 3:
+            self.check_size(q, n, self.draft_sampler)
+            return self._fused_chord_plan(k)
         order, K, t, cuts, H = chain_targets(p, q, n, self.draft_sampler, hits=True)
         if k <= 1:  # one draft (or a one-token support): speculative sampling on it
             c = q.copy()
@@ -108,6 +114,22 @@ class OptimalWOR(LuceVerifier):
         info = {"K": K, "blocks": count, "iterations": 0, "residual": float(np.abs(c - t).sum()),
                 "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
         return block, np.ones(self.V), c, t, info
+
+    def _fused_chord_plan(self, k):
+        """:meth:`_chord_plan` after :func:`~.candidate.chain_targets` for three or more drafts without
+        replacement, in one compiled call (:func:`~._chord_kernels._wor_chord_setup`: the chain, hit chain,
+        candidate law, block index and the chords' arrays; the same floats)."""
+        from ._chord_kernels import _wor_chord_setup
+        from .chords import TRUSTED
+
+        p, q = np.ascontiguousarray(self.p, dtype=np.float64), np.ascontiguousarray(self.q, dtype=np.float64)
+        K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered = _wor_chord_setup(
+            p, q, k, *wor_grid(k), TIGHT, TRUSTED)
+        self._chords = ChordPlan.from_arrays(self.q, order, t, cuts, H, pos, qs, above, ts, law, steered)
+        info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": float(np.abs(law - t).sum()),
+                "first_tail_block": int(first_tail) if first_tail >= 0 else None, "method": "nested chords",
+                "steered_blocks": self._chords.steered}
+        return block, np.ones(self.V), law, t, info
 
     def _boundary_plan(self, order, K, t, cuts, enumerable):
         """Pairs (n = 2): the boundary-mark rule on every block whose check passes
