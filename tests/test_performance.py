@@ -53,7 +53,7 @@ def test_compiled_kernels_equal_pure_numpy(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["random", "ties", "specials", "denormal", "tiny", "large", "equal", "clusters",
-                                  "clusters-large"])
+                                  "clusters-large", "race"])
 def test_radix_argsort_is_numpys_stable_argsort(case):
     from mdsd_cli._radix import stable_argsort
 
@@ -68,7 +68,9 @@ def test_radix_argsort_is_numpys_stable_argsort(case):
             # far-apart clusters: the top digits leave one cluster in long runs of distinct keys (finished by
             # their lower digits), the other in short ones (by insertion)
             "clusters": np.where(rng.random(5000) < 0.5, 1e-300 * rng.random(5000), 1.0 + rng.random(5000) * 1e-9),
-            "clusters-large": np.where(rng.random(30_000) < 0.5, -3.0, 1.0 + rng.random(30_000) * 1e-12)}[case]
+            "clusters-large": np.where(rng.random(30_000) < 0.5, -3.0, 1.0 + rng.random(30_000) * 1e-12),
+            # a race table's keys (four children at V = 2,380): ~130 values tied by the hundred, two top digits
+            "race": rng.permutation(np.repeat(-rng.random(130) * 10.0 ** rng.integers(-3, 3, 130), 74))[:9520]}[case]
     got = stable_argsort(keys)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
