@@ -402,7 +402,8 @@ def _draw_pick(v, drafts: np.ndarray, rng) -> int:
     cost ``optimal-wor`` a block's whole tree of splits). A repeated token (iid drafts) goes to one of its
     instances uniformly, as the exact choice probabilities split it: the step's law given the tree is
     then :meth:`SequenceVerifier.output_law`'s, not only on average over the instances' subtrees."""
-    token = int(v.pick(drafts[None, :], rng)[0])
+    one = getattr(v, "pick_one", None)  # optimal-wor: one tuple without the batch's arrays
+    token = one(drafts, rng) if one is not None else int(v.pick(drafts[None, :], rng)[0])
     where = np.flatnonzero(drafts == token)
     return int(where[0]) if where.size == 1 else int(where[rng.integers(where.size)])
 

@@ -684,6 +684,43 @@ def _chord_pick(ts, qs, Hc, q, pos, above, A, B, drafts, u, v, total, exact_kapp
 
 
 @_jit
+def _chord_pick_row(ts, qs, Hc, q, pos, above, cuts, treed, steps, tree_after, drafts, u, v, total, exact_kappa):
+    """:meth:`~mdsd_cli.verifiers.optimal.chords.ChordPlan.pick` for one tuple (distinct, increasing) in one call:
+    the drafts' first position ``j`` and its block ``b`` (binary search over ``cuts``), a draft alone in that block
+    (it wins), else, where the block has no tree of splits (``treed``) and has seen fewer than ``tree_after`` steps
+    (``steps``, counted here), :func:`_chord_pick`. Returns ``(token, b, j, a, c)``: ``a = -2`` for a lone draft,
+    ``a = -3`` where the block's tree decides (the caller's segment), else :func:`_chord_pick`'s segment ``[a, c)``
+    with ``token`` -1 where the Python rule must decide."""
+    n = drafts.shape[0]
+    j = pos[drafts[0]]
+    k = 0
+    for i in range(1, n):
+        if pos[drafts[i]] < j:
+            j = pos[drafts[i]]
+            k = i
+    lo, hi = 0, cuts.shape[0]
+    while lo < hi:  # searchsorted(cuts, j, side="right")
+        mid = (lo + hi) // 2
+        if cuts[mid] <= j:
+            lo = mid + 1
+        else:
+            hi = mid
+    b = lo - 1
+    end = cuts[b + 1]
+    inside = 0
+    for i in range(n):
+        if pos[drafts[i]] < end:
+            inside += 1
+    if inside == 1:
+        return drafts[k], b, j, -2, -2
+    if treed[b] or steps[b] + 1 > tree_after:
+        return -1, b, j, -3, -3
+    steps[b] += 1
+    token, a, c = _chord_pick(ts, qs, Hc, q, pos, above, cuts[b], end, drafts, u, v, total, exact_kappa)
+    return token, b, j, a, c
+
+
+@_jit
 def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
     """The law of the majorant rule on every block of two or more tokens: over ``U`` uniform the
     chord interpolants of ``H`` at the vertices of the concave majorant of ``T - U H`` average to

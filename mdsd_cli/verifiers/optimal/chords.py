@@ -55,6 +55,7 @@ def _kernels():
         _bridge,
         _bridge_path,
         _chord_pick,
+        _chord_pick_row,
         _majorant_laws,
         _mass,
         _mixture_law,
@@ -67,6 +68,7 @@ def _kernels():
     )
 
     return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _chord_pick=_chord_pick,
+                           _chord_pick_row=_chord_pick_row,
                            _majorant_laws=_majorant_laws, _mass=_mass, _mixture_law=_mixture_law,
                            _path_groups=_path_groups, _plan_arrays=_plan_arrays, _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
@@ -153,7 +155,8 @@ class ChordPlan:
         self.total = float(q.sum())
         self._arrays: dict[int, tuple] = {}
         self._trees: dict[int, tuple] = {}  # block -> (tree, trusted)
-        self._steps: dict[int, int] = {}  # block -> steps found by bridges
+        self._treed = np.zeros(cuts.size, dtype=np.bool_)  # block -> whether its tree is built
+        self._steps = np.zeros(cuts.size, dtype=np.int64)  # block -> steps found by bridges
         self.k = _kernels()
         self.pos = pos  # the chain position of each token
         self.qs = qs  # q along the chain
@@ -197,6 +200,7 @@ class ChordPlan:
                     tree, law = scanned, law2
             got = (tree, float(np.abs(law - target).max()) <= TRUSTED)
             self._trees[i] = got
+            self._treed[i] = True
         return got
 
     def _block(self, i: int):
@@ -211,9 +215,8 @@ class ChordPlan:
         A, T, H, Q, _, stack = self._block_arrays(i)
         tree = self._trees.get(i)
         if tree is None:
-            steps = self._steps.get(i, 0) + 1
-            self._steps[i] = steps
-            if steps > TREE_AFTER:
+            self._steps[i] += 1
+            if self._steps[i] > TREE_AFTER:
                 tree = self._tree(i)
         if tree is not None and tree[1]:
             na, nb, nrho, nc, nl, nr = tree[0]
@@ -322,19 +325,13 @@ class ChordPlan:
         draw in the segment). On a block without its tree, one compiled call (:func:`~._chord_kernels._chord_pick`:
         the bridge, the segment rule and the draw) unless the rule needs decimal arithmetic."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        j, i, alone = self._first_block(drafts)
-        if alone >= 0:
-            return int(drafts[alone])
-        steps = self._steps.get(i, 0) + 1
-        if i not in self._trees and steps <= TREE_AFTER:
-            self._steps[i] = steps
-            token, a, b = self.k._chord_pick(self.ts, self.qs, self.H, self.q, self.pos, self.above,
-                                             int(self.cuts[i]), int(self.cuts[i + 1]), drafts, u, v, self.total,
-                                             EXACT_KAPPA)
-            if token >= 0:
-                return int(token)
-        else:
-            a, b = self.segment(j, u)
+        token, i, j, a, b = self.k._chord_pick_row(self.ts, self.qs, self.H, self.q, self.pos, self.above, self.cuts,
+                                                   self._treed, self._steps, TREE_AFTER, drafts, u, v, self.total,
+                                                   EXACT_KAPPA)
+        if a == -2 or token >= 0:  # a draft alone in the earliest block, or the compiled pick
+            return int(token)
+        if a == -3:  # the block's tree (or, past TREE_AFTER steps, the one built now) gives the segment
+            a, b = self.segment(int(j), u)
         w = self.rule(drafts, a, b)
         k = int(np.searchsorted(np.cumsum(w), v * w.sum(), side="right"))
         return int(drafts[min(k, drafts.size - 1)])

@@ -211,6 +211,14 @@ class OptimalWOR(LuceVerifier):
         k = (law < rng.random((M, 1)) * law[:, -1:]).sum(axis=1)
         return drafts[np.arange(M), np.minimum(k, drafts.shape[1] - 1)]
 
+    def pick_one(self, drafts, rng) -> int:
+        """:meth:`pick` for one tuple ``drafts [n]`` (the same uniforms, the same token), without the batch's
+        arrays: a tree verifier draws one pick a node."""
+        if getattr(self, "_chords", None) is None:
+            return int(self.pick(np.asarray(drafts)[None, :], rng)[0])
+        a, b = rng.random(2)
+        return self._chords.pick(np.unique(drafts), a, b)
+
     def sample(self, drafts, rng):
         if getattr(self, "_chords", None) is not None:
             drafts = np.atleast_2d(drafts)
