@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ._candidate_kernels import _block_index, _compensated_add, _wor_chain
+from ._candidate_kernels import _block_index, _compensated_add, _pair_chain, _wor_chain
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
@@ -917,15 +917,20 @@ def _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law):
 
 @_jit
 def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
-    """``optimal-wor``'s whole set-up for three or more drafts without replacement in one call: the chain,
-    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain`), the block of every token
+    """``optimal-wor``'s whole set-up for two or more drafts without replacement in one call: the chain,
+    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain`; a pair's by
+    :func:`~._candidate_kernels._pair_chain`, which returns ``K = -1`` where it declines), the block of every token
     (:func:`~._candidate_kernels._block_index`) and what the nested chords keep (:func:`_plan_arrays`).
     Returns ``(K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered)``."""
     V = p.shape[0]
     order = np.empty(V, dtype=np.int64)
     t = np.empty(V)
     cuts = np.empty(V + 2, dtype=np.int64)
-    K, ncut, H = _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, t, cuts)
+    if n_eff == 2:  # a pair's hit chain in closed form (K = -1 where it declines: the caller's quadrature)
+        H = np.empty(V + 1)
+        K, ncut = _pair_chain(p, q, tight, order, H, t, cuts)
+    else:
+        K, ncut, H = _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, t, cuts)
     cuts = cuts[:ncut].copy()
     pos = np.empty(V, dtype=np.int64)
     qs, ts, law = np.empty(V), np.empty(V), np.empty(V)

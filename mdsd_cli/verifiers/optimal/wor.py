@@ -79,9 +79,12 @@ class OptimalWOR(LuceVerifier):
 
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
-        if k >= 3 and CHORDS and V > 1 and numba_enabled() and _wor_draws(self.draft_sampler, q, n) >= 3:
+        if (k >= 3 or (k == 2 and PAIR_CHORDS)) and CHORDS and V > 1 and numba_enabled() \
+                and _wor_draws(self.draft_sampler, q, n) >= 2:
             self.check_size(q, n, self.draft_sampler)
-            return self._fused_chord_plan(k)
+            plan = self._fused_chord_plan(k)
+            if plan is not None:
+                return plan
         order, K, t, cuts, H = chain_targets(p, q, n, self.draft_sampler, hits=True)
         if k <= 1:  # one draft (or a one-token support): speculative sampling on it
             c = q.copy()
@@ -116,15 +119,18 @@ class OptimalWOR(LuceVerifier):
         return block, np.ones(self.V), c, t, info
 
     def _fused_chord_plan(self, k):
-        """:meth:`_chord_plan` after :func:`~.candidate.chain_targets` for three or more drafts without
+        """:meth:`_chord_plan` after :func:`~.candidate.chain_targets` for two or more drafts without
         replacement, in one compiled call (:func:`~._chord_kernels._wor_chord_setup`: the chain, hit chain,
-        candidate law, block index and the chords' arrays; the same floats)."""
+        candidate law, block index and the chords' arrays; the same floats). None where a pair's closed form
+        declines (the quadrature then, on the general path)."""
         from ._chord_kernels import _wor_chord_setup
         from .chords import TRUSTED
 
         p, q = np.ascontiguousarray(self.p, dtype=np.float64), np.ascontiguousarray(self.q, dtype=np.float64)
         K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered = _wor_chord_setup(
-            p, q, k, *wor_grid(k), TIGHT, TRUSTED)
+            p, q, k, *wor_grid(max(k, 3)), TIGHT, TRUSTED)
+        if K < 0:  # a pair whose closed form declines (a dominant token's 1 - q below 1e-100): the quadrature
+            return None
         self._chords = ChordPlan.from_arrays(self.q, order, t, cuts, H, pos, qs, above, ts, law, steered)
         info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": float(np.abs(law - t).sum()),
                 "first_tail_block": int(first_tail) if first_tail >= 0 else None, "method": "nested chords",
