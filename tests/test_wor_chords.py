@@ -170,6 +170,33 @@ def test_wor_chain_orders_tied_ratios_by_mass_and_stays_exact():
         assert enumerated_rate(v) == pytest.approx(bound, abs=1e-12), (p, q, n)
 
 
+def test_fused_set_up_is_the_step_by_step_one(monkeypatch):
+    """``optimal-wor``'s set-up in one compiled call (the chain, hit chain, candidate law, block index and the
+    chords' arrays) against the same steps one call each: the same chain, blocks, law and picks, n = 2 to 5,
+    n-gram-like ties and continuous laws."""
+    from mdsd_cli._jit import numba_enabled
+    from mdsd_cli.verifiers.optimal import wor
+
+    if not numba_enabled():
+        pytest.skip("numba is off: there is no fused set-up")
+    rng = np.random.default_rng(31)
+    for trial in range(24):
+        V = int(rng.integers(50, 1500))
+        p, q = _tied_pair(rng, V, 2) if trial % 2 else (rng.dirichlet(np.ones(V) * 0.3), rng.dirichlet(np.ones(V)))
+        n = 2 + trial % 4
+        fused = OptimalWOR(p, q, n)
+        monkeypatch.setattr(wor, "FUSED", False)
+        plain = OptimalWOR(p, q, n)
+        monkeypatch.setattr(wor, "FUSED", True)
+        assert np.array_equal(fused._chords.order, plain._chords.order) and np.array_equal(fused.block, plain.block)
+        np.testing.assert_array_equal(fused.candidate, plain.candidate)
+        np.testing.assert_array_equal(fused.target, plain.target)
+        assert fused.info == plain.info
+        tuples = get_sampler("wor").sample(q, n, np.random.default_rng(trial), 40)
+        a, b = np.random.default_rng(trial), np.random.default_rng(trial)
+        assert [fused.pick_one(x, a) for x in tuples] == [plain.pick_one(x, b) for x in tuples]
+
+
 def test_chord_mixture_is_the_candidate_law_at_larger_vocabulary():
     """Without enumeration (V = 3,000, n = 2, 4 and 8): every block's tree of splits mixes the
     flat chord laws into exactly t, and every level's weight is a probability."""

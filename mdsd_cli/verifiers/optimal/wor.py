@@ -45,6 +45,8 @@ FAST_PAIRS = True
 CHORDS = True
 #: Pairs (n = 2) use the nested chords too (False: the boundary-mark rule, with its fallbacks).
 PAIR_CHORDS = True
+#: The chords' set-up in one compiled call (:meth:`OptimalWOR._fused_chord_plan`; False: step by step).
+FUSED = True
 
 
 class OptimalWOR(LuceVerifier):
@@ -79,7 +81,7 @@ class OptimalWOR(LuceVerifier):
 
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
-        if (k >= 3 or (k == 2 and PAIR_CHORDS)) and CHORDS and V > 1 and numba_enabled() \
+        if FUSED and (k >= 3 or (k == 2 and PAIR_CHORDS)) and CHORDS and V > 1 and numba_enabled() \
                 and _wor_draws(self.draft_sampler, q, n) >= 2:
             self.check_size(q, n, self.draft_sampler)
             plan = self._fused_chord_plan(k)
