@@ -939,3 +939,77 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
     block = np.empty(V, dtype=np.int64)
     count, first_tail = _block_index(qs, order, K, cuts, block)
     return K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered
+
+
+@_jit
+def _block_tree(ts, qs, Hc, A, B, tolerance):
+    """Block ``[A, B)``'s sums (:func:`_block_sums`) and tree of splits in one call: the tree by hulls, its law
+    (:func:`_mixture_law`) against ``t`` along the chain, and, where it misses by more than ``tolerance``
+    (rounding steered a split), the tree by scans if that one misses by less. Returns
+    ``(T, Q, H, Qh, Ql, tree, err)``, ``err`` the largest ``|law - t|`` of the tree kept."""
+    T, Q, H, Qh, Ql = _block_sums(ts, qs, Hc, A, B)
+    m = B - A
+    tree = _tree_hull(T, H, Q, True)
+    law = np.empty(m)
+    _mixture_law(tree[0], tree[1], tree[2], tree[3], tree[4], tree[5], H, Qh, Ql, qs[A:B], law)
+    err = _largest_miss(law, ts, A)
+    if err > tolerance:
+        scanned = _tree_hull(T, H, Q, False)
+        _mixture_law(scanned[0], scanned[1], scanned[2], scanned[3], scanned[4], scanned[5], H, Qh, Ql, qs[A:B], law)
+        err2 = _largest_miss(law, ts, A)
+        if err2 < err:
+            tree, err = scanned, err2
+    return T, Q, H, Qh, Ql, tree, err
+
+
+@_jit
+def _largest_miss(law, ts, A):
+    """``max |law - ts[A:]|`` as numpy gives it: NaN if any difference is NaN."""
+    err = 0.0
+    for k in range(law.shape[0]):
+        d = abs(law[k] - ts[A + k])
+        if d != d:
+            return d
+        err = max(err, d)
+    return err
+
+
+@_jit
+def _path_choice_row(na, nb, nrho, nc, nl, nr, Qh, Ql, above0, where, j, qS, rest, exact_kappa, out):
+    """The choice probabilities of one tuple along block position ``j``'s path in one call: the runs of levels
+    with the same drafts in the segment (:func:`_path_groups`), the segment rule on each (:func:`_segment_rule`,
+    affine in ``kappa``: checked at both ends of the run's range), summed with the runs' weights into ``out``.
+    Returns False where the Python rule must decide (a ``kappa`` past ``exact_kappa``: decimal arithmetic; a
+    non-finite rule); ``out`` is then undefined."""
+    n = where.shape[0]
+    masks = np.zeros(n + 1, np.int64)
+    weights, wkappa, klo, khi = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1)
+    runs = _path_groups(na, nb, nrho, nc, nl, nr, Qh, Ql, above0, where, j, masks, weights, wkappa, klo, khi)
+    inG = np.zeros(n, np.bool_)
+    base, slope = np.zeros(n), np.zeros(n)
+    for k in range(n):
+        out[k] = 0.0
+    for r in range(runs):
+        count = 0
+        for k in range(n):
+            inG[k] = (masks[r] >> k) & 1
+            count += inG[k]
+            base[k] = 0.0
+            slope[k] = 0.0
+        if count == 1:
+            for k in range(n):
+                if inG[k]:
+                    base[k] = 1.0
+        else:
+            if max(khi[r], wkappa[r]) * n > exact_kappa:
+                return False
+            _segment_rule(qS, inG, rest, base, slope)
+        for k in range(n):
+            if not (np.isfinite(base[k]) and np.isfinite(slope[k])):
+                return False
+            if base[k] + klo[r] * slope[k] < -1e-9 or base[k] + khi[r] * slope[k] < -1e-9:
+                return False  # never seen: the Python rule raises
+            out[k] += weights[r] * base[k] + wkappa[r] * slope[k]
+    for k in range(n):
+        out[k] = max(out[k], 0.0)
+    return True

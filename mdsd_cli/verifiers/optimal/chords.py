@@ -52,6 +52,7 @@ def _kernels():
     """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan)."""
     from ._chord_kernels import (
         _block_sums,
+        _block_tree,
         _bridge,
         _bridge_path,
         _chord_pick,
@@ -59,6 +60,7 @@ def _kernels():
         _majorant_laws,
         _mass,
         _mixture_law,
+        _path_choice_row,
         _path_groups,
         _plan_arrays,
         _prefix2,
@@ -67,10 +69,10 @@ def _kernels():
         _walk,
     )
 
-    return SimpleNamespace(_block_sums=_block_sums, _bridge=_bridge, _bridge_path=_bridge_path, _chord_pick=_chord_pick,
+    return SimpleNamespace(_block_sums=_block_sums, _block_tree=_block_tree, _bridge=_bridge, _bridge_path=_bridge_path, _chord_pick=_chord_pick,
                            _chord_pick_row=_chord_pick_row,
                            _majorant_laws=_majorant_laws, _mass=_mass, _mixture_law=_mixture_law,
-                           _path_groups=_path_groups, _plan_arrays=_plan_arrays, _prefix2=_prefix2,
+                           _path_choice_row=_path_choice_row, _path_groups=_path_groups, _plan_arrays=_plan_arrays, _prefix2=_prefix2,
                            _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
@@ -186,19 +188,12 @@ class ChordPlan:
         """Block ``i``'s tree of splits (built on first use) and whether its law is ``t`` to
         :data:`TRUSTED` (a tree the hulls' rounding steered is never walked)."""
         got = self._trees.get(i)
-        if got is None:
-            A, T, H, Q, (Qh, Ql), _ = self._block_arrays(i)
-            tok = self.order[A:A + T.size - 1]
-            law, target = np.empty(T.size - 1), self.t[tok]
-            tree = self.k._tree_hull(T, H, Q, True)
-            self.k._mixture_law(*tree, H, Qh, Ql, self.qs[A:A + T.size - 1], law)
-            if np.abs(law - target).max() > MIXTURE_TOLERANCE:  # rounding steered a split: try scans only
-                scanned = self.k._tree_hull(T, H, Q, False)
-                law2 = np.empty(T.size - 1)
-                self.k._mixture_law(*scanned, H, Qh, Ql, self.qs[A:A + T.size - 1], law2)
-                if np.abs(law2 - target).max() < np.abs(law - target).max():
-                    tree, law = scanned, law2
-            got = (tree, float(np.abs(law - target).max()) <= TRUSTED)
+        if got is None:  # the sums, the tree by hulls, its law, and by scans where rounding steered a split
+            A, B = int(self.cuts[i]), int(self.cuts[i + 1])
+            T, Q, H, Qh, Ql, tree, err = self.k._block_tree(self.ts, self.qs, self.H, A, B, MIXTURE_TOLERANCE)
+            if i not in self._arrays:
+                self._arrays[i] = (A, T, H, Q, (Qh, Ql), np.empty(B - A + 1, np.int64))
+            got = (tree, float(err) <= TRUSTED)
             self._trees[i] = got
             self._treed[i] = True
         return got
@@ -305,11 +300,15 @@ class ChordPlan:
             tree = (na[:count], nb[:count], nrho[:count], nc[:count], nl[:count], nr[:count])
         where = self.pos[drafts] - A
         n = drafts.size
+        rest = self._rest(drafts)
+        out = np.empty(n)
+        if self.k._path_choice_row(*tree, Qh, Ql, float(self.above[A]), where, j - A,
+                                   np.ascontiguousarray(self.q[drafts], dtype=np.float64), rest, EXACT_KAPPA, out):
+            return out
         masks = np.zeros(n + 1, dtype=np.int64)
         weights, wkappa, klo, khi = (np.zeros(n + 1) for _ in range(4))
         runs = self.k._path_groups(*tree, Qh, Ql, float(self.above[A]), where, j - A, masks, weights, wkappa, klo,
                                    khi)
-        rest = self._rest(drafts)
         out = np.zeros(n)
         bits = 1 << np.arange(n)
         for r in range(runs):
