@@ -345,6 +345,21 @@ def test_every_verifier_stays_lossless_and_below_alpha_star(pq, n):
         assert np.isfinite(mean) and np.isfinite(se) and 0.0 <= mean <= 1.0
 
 
+def test_no_acceptance_above_one_when_the_target_adds_up_to_one_plus_an_ulp():
+    """Found by the hypothesis test above: ``p = (1, 0.005) / 1.005`` adds up to 1 + an ulp in floats, and
+    ``topk`` accepted the drafted pair with that probability; a drafted mass is at most 1."""
+    from mdsd_cli.verifiers.estimation import monte_carlo_rate
+
+    p, q = np.array([1.0, 0.005]) / 1.005, np.array([0.5, 0.5])
+    assert p[0] + p[1] > 1.0
+    for name, cls in VERIFIERS.items():
+        if cls.fixed_n is not None and cls.fixed_n != 2:
+            continue
+        v = cls(p, q, 2, None)
+        mean, _ = monte_carlo_rate(v, 64, np.random.default_rng(0))
+        assert 0.0 <= mean <= 1.0, name
+
+
 @pytest.mark.filterwarnings("error")
 def test_no_verifier_warns_at_the_float64_floor():
     rng = np.random.default_rng(41)

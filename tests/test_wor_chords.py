@@ -195,6 +195,9 @@ def test_fused_set_up_is_the_step_by_step_one(monkeypatch):
         tuples = get_sampler("wor").sample(q, n, np.random.default_rng(trial), 40)
         a, b = np.random.default_rng(trial), np.random.default_rng(trial)
         assert [fused.pick_one(x, a) for x in tuples] == [plain.pick_one(x, b) for x in tuples]
+    # a pair whose closed form declines (found by the hypothesis test): the general path, exactly lossless
+    v = OptimalWOR(np.array([0.0, 1.0]), np.array([1.0, 5e-324]), 2)
+    assert v.info["method"] == "nested chords" and np.abs(output_distribution(v) - [0.0, 1.0]).max() <= 1e-12
 
 
 def test_chord_mixture_is_the_candidate_law_at_larger_vocabulary():

@@ -86,13 +86,14 @@ def accepted_index(drafts, tokens) -> np.ndarray:
 
 
 def drafted_mass(law_or_p: np.ndarray, drafts: np.ndarray) -> np.ndarray:
-    """``sum over the distinct tokens of each tuple`` of a per-token vector ([M])."""
+    """``sum over the distinct tokens of each tuple`` of a per-token law ([M]), at most 1 (a law whose floats
+    add up to 1 + an ulp, ``p = (1, 0.005) / 1.005``, would otherwise accept with probability above 1)."""
     drafts = np.atleast_2d(drafts)
     values = law_or_p[drafts] if law_or_p.ndim == 1 else np.take_along_axis(law_or_p, drafts, axis=1)
     first = np.ones(drafts.shape, dtype=bool)  # count repeated iid drafts once
     for j in range(1, drafts.shape[1]):
         first[:, j] = ~np.any(drafts[:, :j] == drafts[:, j : j + 1], axis=1)
-    return np.where(first, values, 0.0).sum(axis=1)
+    return np.minimum(np.where(first, values, 0.0).sum(axis=1), 1.0)
 
 
 def sample_from_law(law: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:

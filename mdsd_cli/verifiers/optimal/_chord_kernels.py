@@ -929,6 +929,9 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
     if n_eff == 2:  # a pair's hit chain in closed form (K = -1 where it declines: the caller's quadrature)
         H = np.empty(V + 1)
         K, ncut = _pair_chain(p, q, tight, order, H, t, cuts)
+        if K < 0:
+            none = np.empty(0, dtype=np.int64)
+            return K, order, t, none, H, none, 0, -1, none, t, H, t, t, 0
     else:
         K, ncut, H = _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, t, cuts)
     cuts = cuts[:ncut].copy()
