@@ -412,7 +412,7 @@ def _ties_by_mass(p, q, order):
                 pseg, qseg = np.empty(V), np.empty(V)
             d = 0
             for i in range(lo, hi):  # the distinct masses and their counts (n-gram groups hold a few dozen)
-                x = qs[i]
+                x = qs[i] + 0.0  # -0.0 as +0.0: one mass, as numpy compares them
                 bits[0] = x
                 e = np.int64((ibits[0] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - TABLE_BITS))
                 while table[e] != x and table[e] >= 0.0:
