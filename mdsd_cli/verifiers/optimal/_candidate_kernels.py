@@ -455,23 +455,6 @@ def _ties_by_mass(p, q, order):
                 order[lo + i], ps[lo + i], qs[lo + i] = seg[i], pseg[i], qseg[i]
         lo = hi
     return ps, qs
-    # two stable sorts: by decreasing q, then by the key (ties keep the mass order, then the index)
-    neg = np.empty(V)
-    for i in range(V):
-        neg[i] = -q[i]
-    first = np.empty(V, dtype=np.int64)
-    _radix_argsort(neg, first)
-    for i in range(V):
-        ps[i] = p[first[i]]
-        qs[i] = q[first[i]]
-    _ratio_keys(ps, qs, keys)
-    second = np.empty(V, dtype=np.int64)
-    _radix_argsort(keys, second)
-    for i in range(V):
-        order[i] = first[second[i]]
-        ps[i] = p[order[i]]
-        qs[i] = q[order[i]]
-    return ps, qs
 
 
 @_jit
@@ -507,11 +490,10 @@ def _pair_chain(p, q, tight, order, H, ts, cuts):
 @_jit
 def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
     """:func:`~mdsd_cli.verifiers.optimal.candidate.chain_targets` for three or more drafts without
-    replacement in one call: the chain (:func:`_ordered`), the quadrature's grid
+    replacement in one call: the chain (:func:`_ties_by_mass`), the quadrature's grid
     (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
     :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
-    Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``. Exactly tied ratios
-    are ordered by decreasing ``q`` (:func:`_ties_by_mass`)."""
+    Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``."""
     ps, qs = _ties_by_mass(p, q, order)
     rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
     H = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)

@@ -691,6 +691,21 @@ def _chord_pick_row(ts, qs, Hc, q, pos, above, cuts, treed, steps, tree_after, d
     (``steps``, counted here), :func:`_chord_pick`. Returns ``(token, b, j, a, c)``: ``a = -2`` for a lone draft,
     ``a = -3`` where the block's tree decides (the caller's segment), else :func:`_chord_pick`'s segment ``[a, c)``
     with ``token`` -1 where the Python rule must decide."""
+    j, b, alone = _first_block(pos, cuts, drafts)
+    if alone >= 0:
+        return drafts[alone], b, j, -2, -2
+    if treed[b] or steps[b] + 1 > tree_after:
+        return -1, b, j, -3, -3
+    steps[b] += 1
+    token, a, c = _chord_pick(ts, qs, Hc, q, pos, above, cuts[b], cuts[b + 1], drafts, u, v, total, exact_kappa)
+    return token, b, j, a, c
+
+
+@_jit
+def _first_block(pos, cuts, drafts):
+    """``(j, b, alone)``: the drafts' first chain position, its block (``searchsorted(cuts, j, "right") - 1``),
+    and the index of the draft if it is the only one in that block (it wins outright: an earlier block always
+    wins), else -1."""
     n = drafts.shape[0]
     j = pos[drafts[0]]
     k = 0
@@ -699,25 +714,18 @@ def _chord_pick_row(ts, qs, Hc, q, pos, above, cuts, treed, steps, tree_after, d
             j = pos[drafts[i]]
             k = i
     lo, hi = 0, cuts.shape[0]
-    while lo < hi:  # searchsorted(cuts, j, side="right")
+    while lo < hi:
         mid = (lo + hi) // 2
         if cuts[mid] <= j:
             lo = mid + 1
         else:
             hi = mid
     b = lo - 1
-    end = cuts[b + 1]
     inside = 0
     for i in range(n):
-        if pos[drafts[i]] < end:
+        if pos[drafts[i]] < cuts[b + 1]:
             inside += 1
-    if inside == 1:
-        return drafts[k], b, j, -2, -2
-    if treed[b] or steps[b] + 1 > tree_after:
-        return -1, b, j, -3, -3
-    steps[b] += 1
-    token, a, c = _chord_pick(ts, qs, Hc, q, pos, above, cuts[b], end, drafts, u, v, total, exact_kappa)
-    return token, b, j, a, c
+    return j, b, (k if inside == 1 else -1)
 
 
 @_jit

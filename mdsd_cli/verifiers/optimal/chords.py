@@ -55,8 +55,8 @@ def _kernels():
         _block_tree,
         _bridge,
         _bridge_path,
-        _chord_pick,
         _chord_pick_row,
+        _first_block,
         _majorant_laws,
         _mass,
         _mixture_law,
@@ -69,11 +69,11 @@ def _kernels():
         _walk,
     )
 
-    return SimpleNamespace(_block_sums=_block_sums, _block_tree=_block_tree, _bridge=_bridge, _bridge_path=_bridge_path, _chord_pick=_chord_pick,
-                           _chord_pick_row=_chord_pick_row,
+    return SimpleNamespace(_block_sums=_block_sums, _block_tree=_block_tree, _bridge=_bridge, _bridge_path=_bridge_path,
+                           _chord_pick_row=_chord_pick_row, _first_block=_first_block,
                            _majorant_laws=_majorant_laws, _mass=_mass, _mixture_law=_mixture_law,
-                           _path_choice_row=_path_choice_row, _path_groups=_path_groups, _plan_arrays=_plan_arrays, _prefix2=_prefix2,
-                           _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
+                           _path_choice_row=_path_choice_row, _path_groups=_path_groups, _plan_arrays=_plan_arrays,
+                           _prefix2=_prefix2, _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
 
 
 def segment_rule_decimal(qS: np.ndarray, inG: np.ndarray, rest: float, kappa: float) -> tuple[np.ndarray, np.ndarray]:
@@ -281,11 +281,8 @@ class ChordPlan:
     def _first_block(self, drafts: np.ndarray) -> tuple[int, int, int]:
         """``(j, i, alone)``: the drafts' first chain position, its block, and the index of the draft if it is
         the only one in that block (it then wins outright: an earlier block always wins), else -1."""
-        where = self.pos[drafts]
-        k = int(np.argmin(where))
-        j = int(where[k])
-        i = self.block_of(j)
-        return j, i, (k if np.count_nonzero(where < self.cuts[i + 1]) == 1 else -1)
+        j, i, alone = self.k._first_block(self.pos, self.cuts, np.asarray(drafts, dtype=np.int64))
+        return int(j), int(i), int(alone)
 
     def _path_choice(self, drafts: np.ndarray, j: int, i: int) -> np.ndarray:
         """:meth:`choice` over the path of block ``i``'s tree of splits through position ``j`` (the drafts'

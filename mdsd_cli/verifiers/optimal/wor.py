@@ -115,8 +115,13 @@ class OptimalWOR(LuceVerifier):
         the rule's law is the candidate law ``t`` itself (``H``: the hit probabilities along the chain)."""
         block, count, first_tail = block_index(order, K, cuts, self.q)
         self._chords = ChordPlan(self.q, order, t, cuts, H)
-        c = self._chords.law  # t; a block whose majorant law misses it by more than 1e-9 gets that law
-        info = {"K": K, "blocks": count, "iterations": 0, "residual": float(np.abs(c - t).sum()),
+        return self._chords_result(block, count, first_tail, K, t)
+
+    def _chords_result(self, block, count, first_tail, K, t):
+        """What :meth:`plan` returns for the nested chords (``self._chords`` built): the rule's law is ``t``, or
+        a block's majorant law where that misses ``t`` by more than 1e-9."""
+        c = self._chords.law
+        info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": float(np.abs(c - t).sum()),
                 "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
         return block, np.ones(self.V), c, t, info
 
@@ -134,10 +139,7 @@ class OptimalWOR(LuceVerifier):
         if K < 0:  # a pair whose closed form declines (a dominant token's 1 - q below 1e-100): the quadrature
             return None
         self._chords = ChordPlan.from_arrays(self.q, order, t, cuts, H, pos, qs, above, ts, law, steered)
-        info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": float(np.abs(law - t).sum()),
-                "first_tail_block": int(first_tail) if first_tail >= 0 else None, "method": "nested chords",
-                "steered_blocks": self._chords.steered}
-        return block, np.ones(self.V), law, t, info
+        return self._chords_result(block, count, int(first_tail) if first_tail >= 0 else None, K, t)
 
     def _boundary_plan(self, order, K, t, cuts, enumerable):
         """Pairs (n = 2): the boundary-mark rule on every block whose check passes
