@@ -11,7 +11,10 @@ their top two digits (three past 16,384 keys: a race table of four children at V
 9,520 keys ~20% faster with two), skipping a digit whose histogram is a single bucket, then
 finishes each run of keys equal there by the whole key (insertion; the lower digits for a long run): the
 same stable order as a scatter for every digit, in a third of them (V = 2,380: ~15 against ~40 µs). Float keys are mapped to unsigned integers in the same
-order first: ``-0.0`` as ``+0.0`` and every NaN above ``+inf``, as ``numpy`` orders them. The compiled
+order first: ``-0.0`` as ``+0.0`` and every NaN above ``+inf``, as ``numpy`` orders them. Keys that take few
+values (at most a quarter of them, 1,024 at most: an n-gram pair's chain ties 2,380 keys on ~100 values, a
+race table 9,520 on ~130) are counted instead (:func:`_few_argsort`: one pass through a hash table, the distinct
+values sorted, one scatter; the race table ~2x faster), the same stable order. The compiled
 loops live here, imported on first use (``mdsd --help`` never pays for numba); both functions fall back
 to ``numpy`` without numba.
 """
@@ -136,21 +139,99 @@ def _lsd_sort(bits, idx, carry):  # pragma: no cover - compiled (numpy's sorts a
         s = e
 
 
+#: Distinct words (pairs of words) up to which :func:`_few_argsort` counts instead of scattering digits, at
+#: most this share of the words (an input of more gives up after that many, for a few ns each), and its
+#: open-addressing table's size in bits (four slots a distinct word at most).
+FEW_DISTINCT = 1024
+FEW_SHARE = 4
+FEW_BITS = 12
+
+
 @kernel
-def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
-    """``out`` = the stable ascending order of ``keys`` (float64, 1-D): the keys as unsigned words in the same
-    order, sorted with their indices."""
-    n = keys.shape[0]
+def _few_argsort(a, b, out, limit):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
+    """``out`` = the stable order of the unsigned words ``a`` (with ``b`` of the same size: of the pairs
+    ``(a, b)``, ``a`` first) where they hold at most ``limit`` distinct values (pairs): each word's value is
+    found in an open-addressing table as it is counted, the distinct values are sorted (a few hundred where
+    an n-gram pair ties thousands of keys) and every index goes to its value's next place, in index order.
+    Returns False, ``out`` unset, past ``limit`` distinct values (the caller's radix sort then)."""
+    n = a.shape[0]
+    pairs = b.shape[0] == n
+    limit = min(limit, FEW_DISTINCT)
+    size = 1 << FEW_BITS
+    slot = np.full(size, -1, dtype=np.int64)
+    va = np.empty(limit, dtype=np.uint64)
+    vb = np.zeros(limit, dtype=np.uint64)
+    count = np.zeros(limit, dtype=np.int64)
+    entry = np.empty(n, dtype=np.int64)
+    mul = np.uint64(0x9E3779B97F4A7C15)
+    mask = np.int64(size - 1)
+    d = 0
+    for i in range(n):
+        x = a[i]
+        y = b[i] if pairs else np.uint64(0)
+        e = np.int64(((x ^ (y * np.uint64(0xC2B2AE3D27D4EB4F))) * mul) >> np.uint64(64 - FEW_BITS))
+        while True:
+            s = slot[e]
+            if s < 0:
+                if d == limit:
+                    return False
+                slot[e] = d
+                va[d] = x
+                vb[d] = y
+                s = d
+                d += 1
+                break
+            if va[s] == x and vb[s] == y:
+                break
+            e = (e + np.int64(1)) & mask
+        count[s] += 1
+        entry[i] = s
+    rank = np.arange(d)  # the distinct values in order: by b, then stably by a
+    if pairs:
+        kb = vb[:d].copy()
+        _lsd_sort(kb, rank, True)
+        ka = np.empty(d, dtype=np.uint64)
+        for r in range(d):
+            ka[r] = va[rank[r]]
+        _lsd_sort(ka, rank, True)
+    else:
+        ka = va[:d].copy()
+        _lsd_sort(ka, rank, True)
+    start = np.empty(d, dtype=np.int64)
+    acc = 0
+    for r in range(d):
+        s = rank[r]
+        start[s] = acc
+        acc += count[s]
+    for i in range(n):
+        s = entry[i]
+        out[start[s]] = i
+        start[s] += 1
+    return True
+
+
+@kernel
+def _float_words(keys):  # pragma: no cover - compiled (through _radix_argsort, against numpy's)
+    """Unsigned words in the order of the float64 ``keys`` as numpy sorts them: negative keys with every bit
+    flipped, others with the sign bit set (branch-free), ``-0.0`` as ``+0.0`` and every NaN last."""
     plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
     bits = plain.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
-    for i in range(n):  # negative keys: every bit flipped; others: the sign bit set (branch-free)
-        u = bits[i]
-        bits[i] = u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
     top = ~np.uint64(0)
-    for i in range(n):
-        if keys[i] != keys[i]:
-            bits[i] = top  # NaN: last, in index order
+    for i in range(keys.shape[0]):
+        u = bits[i]
+        bits[i] = top if keys[i] != keys[i] else u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
+    return bits
+
+
+@kernel
+def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
+    """``out`` = the stable ascending order of ``keys`` (float64, 1-D): the keys as unsigned words in the same
+    order, sorted with their indices (counted where they take few values, :func:`_few_argsort`)."""
+    n = keys.shape[0]
+    bits = _float_words(keys)
+    if n > 2 * FEW_SHARE and _few_argsort(bits, bits[:0], out, n // FEW_SHARE):
+        return
     for i in range(n):
         out[i] = i
     _lsd_sort(bits, out, True)

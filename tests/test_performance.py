@@ -53,7 +53,7 @@ def test_compiled_kernels_equal_pure_numpy(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["random", "ties", "specials", "denormal", "tiny", "large", "equal", "clusters",
-                                  "clusters-large", "race"])
+                                  "clusters-large", "race", "few-at-limit", "few-past-limit", "few-specials"])
 def test_radix_argsort_is_numpys_stable_argsort(case):
     from mdsd_cli._radix import stable_argsort
 
@@ -70,7 +70,11 @@ def test_radix_argsort_is_numpys_stable_argsort(case):
             "clusters": np.where(rng.random(5000) < 0.5, 1e-300 * rng.random(5000), 1.0 + rng.random(5000) * 1e-9),
             "clusters-large": np.where(rng.random(30_000) < 0.5, -3.0, 1.0 + rng.random(30_000) * 1e-12),
             # a race table's keys (four children at V = 2,380): ~130 values tied by the hundred, two top digits
-            "race": rng.permutation(np.repeat(-rng.random(130) * 10.0 ** rng.integers(-3, 3, 130), 74))[:9520]}[case]
+            "race": rng.permutation(np.repeat(-rng.random(130) * 10.0 ** rng.integers(-3, 3, 130), 74))[:9520],
+            # counted rather than radix-sorted up to n / 4 distinct keys (_few_argsort), radix-sorted past it
+            "few-at-limit": rng.random(595)[rng.permutation(np.concatenate((np.arange(595), rng.integers(595, size=1785))))],
+            "few-past-limit": rng.random(596)[rng.permutation(np.concatenate((np.arange(596), rng.integers(596, size=1784))))],
+            "few-specials": rng.choice([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, -5e-324, 1.0, -1.0, 2.0], 500)}[case]
     got = stable_argsort(keys)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))

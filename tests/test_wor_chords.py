@@ -151,6 +151,17 @@ def test_wor_chain_orders_tied_ratios_by_mass_and_stays_exact():
     # a subnormal q with the zeros
     p, q = np.array([4.0, 4, 4, 4, 4, 1, 1, 1]), np.array([0.0, 5e-324, -0.0, 0.0, -0.0, 0.3, 0.2, 0.5])
     assert np.array_equal(chain_targets(p, q, 3, sampler)[0], wor_chain_order(p, q))
+    # the pairs (ratio, mass) counted in one pass up to V / 4 distinct ones (_few_argsort), sorted past it: both
+    # sides, and the special values (zeros of both signs, p = 0, p = q = 0) among many ties
+    p, q = np.tile(np.append(p, [0.0, 0.0, 2.0, 2.0]), 10), np.tile(np.append(q, [0.1, 0.0, 0.4, 0.4]), 10)
+    assert np.array_equal(chain_targets(p, q, 3, sampler)[0], wor_chain_order(p, q))
+    sides = set()
+    for groups in (1, 2, 3, 4, 6, 8):
+        p, q = _tied_pair(rng, 2380, groups)
+        key = np.abs(q / p)
+        sides.add(len(set(zip(key.tolist(), q.tolist()))) <= 2380 // 4)
+        assert np.array_equal(chain_targets(p, q, 4, sampler)[0], wor_chain_order(p, q))
+    assert sides == {True, False}
     for trial in range(40):
         V = int(rng.integers(600, 2500))
         p, q = _tied_pair(rng, V, 3)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ..._radix import _lsd_sort, _radix_argsort
+from ..._radix import FEW_SHARE, _few_argsort, _float_words, _lsd_sort, _radix_argsort
 from ..._wor_loops import _grid_loops, _pair_loops, _wor_hit_chain_loops
 
 
@@ -385,9 +385,20 @@ def _ties_by_mass(p, q, order):
     (stably: equal masses keep their index order); returns ``p`` and ``q`` along it. Tied ratios may come in
     any order on the chain (the candidate law, ``A*`` and the optimum do not depend on it), and an n-gram
     pair ties thousands of tokens whose draft masses are a few dozen values: grouped, they join the hit
-    chain's quadrature as runs of one mass (:func:`~mdsd_cli._wor_loops._join_run`)."""
-    ps, qs = _ordered(p, q, order)
+    chain's quadrature as runs of one mass (:func:`~mdsd_cli._wor_loops._join_run`). Where the pairs
+    (ratio, mass) take few values (an n-gram row: ~150 among 2,380 tokens) they are counted in one pass
+    (:func:`~mdsd_cli._radix._few_argsort`, the same order) instead of sorted and regrouped."""
     V = p.shape[0]
+    if V > 2 * FEW_SHARE:
+        keys = np.empty(V)
+        _ratio_keys(p, q, keys)
+        if _few_argsort(_float_words(keys), _float_words(-q), order, V // FEW_SHARE):
+            ps, qs = np.empty(V), np.empty(V)
+            for k in range(V):
+                ps[k] = p[order[k]]
+                qs[k] = q[order[k]]
+            return ps, qs
+    ps, qs = _ordered(p, q, order)
     keys = np.empty(V)
     _ratio_keys(ps, qs, keys)
     seg = np.empty(0, dtype=np.int64)
