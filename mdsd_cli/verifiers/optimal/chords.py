@@ -48,8 +48,10 @@ TREE_AFTER = 64
 
 
 @functools.lru_cache(maxsize=1)
+@functools.cache
 def _kernels():
-    """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan)."""
+    """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan, built
+    once: a tree verifier sets up several plans a step)."""
     from ._chord_kernels import (
         _block_sums,
         _block_tree,
@@ -67,13 +69,15 @@ def _kernels():
         _segment_rule,
         _tree_hull,
         _walk,
+        _wor_chord_setup,
     )
 
     return SimpleNamespace(_block_sums=_block_sums, _block_tree=_block_tree, _bridge=_bridge, _bridge_path=_bridge_path,
                            _chord_pick_row=_chord_pick_row, _first_block=_first_block,
                            _majorant_laws=_majorant_laws, _mass=_mass, _mixture_law=_mixture_law,
                            _path_choice_row=_path_choice_row, _path_groups=_path_groups, _plan_arrays=_plan_arrays,
-                           _prefix2=_prefix2, _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk)
+                           _prefix2=_prefix2, _segment_rule=_segment_rule, _tree_hull=_tree_hull, _walk=_walk,
+                           _wor_chord_setup=_wor_chord_setup)
 
 
 def segment_rule_decimal(qS: np.ndarray, inG: np.ndarray, rest: float, kappa: float) -> tuple[np.ndarray, np.ndarray]:

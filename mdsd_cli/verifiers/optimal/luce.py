@@ -245,7 +245,8 @@ class LuceVerifier(PreparedVerifier):
         t0 = time.perf_counter()
         blocks, w, c, self.target, self.info = self.plan()
         self.setup_seconds = time.perf_counter() - t0
-        self.weights = w
+        if w is not None:  # None: no Luce weights in this plan (all ones, built if asked for)
+            self.weights = w
         self.candidate = c
         if isinstance(blocks, np.ndarray):  # already the block index of every token
             self.block = blocks
@@ -253,6 +254,11 @@ class LuceVerifier(PreparedVerifier):
             self.block = np.full(self.V, np.iinfo(np.int64).max, dtype=np.int64)
             for i, tokens in enumerate(blocks):
                 self.block[tokens] = i
+
+    @functools.cached_property
+    def weights(self) -> np.ndarray:
+        """The Luce weights of a plan that has none (ones)."""
+        return np.ones(self.V)
 
     # the acceptance and the residual are built on first use: a tree verifier sets up many per-node
     # verifiers for their candidate law and choice alone

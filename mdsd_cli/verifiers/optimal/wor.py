@@ -25,8 +25,9 @@ import math
 import numpy as np
 
 from ..._jit import numba_enabled
+from ...samplers.laws import WORSampler
 from .candidate import TIGHT, _wor_draws, block_index, chain_targets, priority_blocks, wor_grid
-from .chords import MAX_CHORD_DRAFTS, ChordPlan
+from .chords import MAX_CHORD_DRAFTS, TRUSTED, ChordPlan, _kernels
 from .luce import (
     LuceVerifier,
     _PairBlock,
@@ -81,8 +82,9 @@ class OptimalWOR(LuceVerifier):
 
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
+        # the plain wor sampler's distinct drafts (_wor_draws) are num_drafts: not counted again
         if FUSED and (k >= 3 or (k == 2 and PAIR_CHORDS)) and CHORDS and V > 1 and numba_enabled() \
-                and _wor_draws(self.draft_sampler, q, n) >= 2:
+                and type(self.draft_sampler).hit_probability_chain is WORSampler.hit_probability_chain:
             self.check_size(q, n, self.draft_sampler)
             plan = self._fused_chord_plan(k)
             if plan is not None:
@@ -120,22 +122,20 @@ class OptimalWOR(LuceVerifier):
     def _chords_result(self, block, count, first_tail, K, t):
         """What :meth:`plan` returns for the nested chords (``self._chords`` built): the rule's law is ``t``, or
         a block's majorant law where that misses ``t`` by more than 1e-9."""
-        c = self._chords.law
-        info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": float(np.abs(c - t).sum()),
+        c = self._chords.law  # t itself (the same floats) unless a block was steered
+        residual = float(np.abs(c - t).sum()) if self._chords.steered else 0.0
+        info = {"K": int(K), "blocks": int(count), "iterations": 0, "residual": residual,
                 "first_tail_block": first_tail, "method": "nested chords", "steered_blocks": self._chords.steered}
-        return block, np.ones(self.V), c, t, info
+        return block, None, c, t, info  # no Luce weights (built as ones if asked for)
 
     def _fused_chord_plan(self, k):
         """:meth:`_chord_plan` after :func:`~.candidate.chain_targets` for two or more drafts without
         replacement, in one compiled call (:func:`~._chord_kernels._wor_chord_setup`: the chain, hit chain,
         candidate law, block index and the chords' arrays; the same floats). None where a pair's closed form
         declines (the quadrature then, on the general path)."""
-        from ._chord_kernels import _wor_chord_setup
-        from .chords import TRUSTED
-
         p, q = np.ascontiguousarray(self.p, dtype=np.float64), np.ascontiguousarray(self.q, dtype=np.float64)
-        K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered = _wor_chord_setup(
-            p, q, k, *wor_grid(max(k, 3)), TIGHT, TRUSTED)
+        K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered = \
+            _kernels()._wor_chord_setup(p, q, k, *wor_grid(max(k, 3)), TIGHT, TRUSTED)
         if K < 0:  # a pair whose closed form declines (a dominant token's 1 - q below 1e-100): the quadrature
             return None
         self._chords = ChordPlan.from_arrays(self.q, order, t, cuts, H, pos, qs, above, ts, law, steered)
