@@ -26,7 +26,7 @@ import numpy as np
 
 from ..._jit import numba_enabled
 from ...samplers.laws import WORSampler
-from .candidate import TIGHT, _wor_draws, block_index, chain_targets, priority_blocks, wor_grid
+from .candidate import TIGHT, block_index, chain_targets, priority_blocks, wor_grid
 from .chords import MAX_CHORD_DRAFTS, TRUSTED, ChordPlan, _kernels
 from .luce import (
     LuceVerifier,
