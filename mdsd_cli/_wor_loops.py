@@ -116,8 +116,10 @@ def _smallest_scale_loop(qs, k):  # pragma: no cover - compiled
     V = qs.shape[0]
     W = np.empty(V + 1)
     W[0] = 0.0
+    run = 0.0
     for i in range(V):
-        W[i + 1] = W[i] + qs[i]
+        run += qs[i]
+        W[i + 1] = run
     top = np.zeros(k)
     count = 0
     best = -1.0
@@ -493,8 +495,10 @@ def _pair_loops(qs, H):  # pragma: no cover - compiled
     V = qs.shape[0]
     S = np.empty(V + 1)
     S[V] = 0.0
+    run = 0.0
     for k in range(V - 1, -1, -1):
-        S[k] = S[k + 1] + qs[k]
+        run += qs[k]
+        S[k] = run
     r = np.empty(V)
     above = 0.0
     for k in range(V):
@@ -507,8 +511,10 @@ def _pair_loops(qs, H):  # pragma: no cover - compiled
         above += qs[k]
     R = np.empty(V + 1)  # suffix sums of r
     R[V] = 0.0
+    run = 0.0
     for k in range(V - 1, -1, -1):
-        R[k] = R[k + 1] + r[k]
+        run += r[k]
+        R[k] = run
     W = 0.0
     for k in range(V):
         H[k] = min(W * (1.0 + R[k]), 1.0)

@@ -114,8 +114,10 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
             order[start:k] = sub_o
         start = k
     sq[V] = 0.0
+    run = 0.0
     for k in range(V - 1, -1, -1):
-        sq[k] = sq[k + 1] + qs[k]
+        run += qs[k]
+        sq[k] = run
     # H_k = P(X hits chain[:k]) = 1 - sq[k]^n: exact in the tail, where 1 - Qc loses it
     # K: the last position within 1e-13 of the minimum (one pass: once the running minimum
     # is final, every later candidate is measured against it), in the pass of the prefix sums
@@ -125,10 +127,13 @@ def _chain_plan(p, q, order, shift, n, tight, qs, ps, rs, ts, sq, cuts):
     Qc[0] = 0.0
     gmin = 0.0
     K = 0
+    pk, qk = 0.0, 0.0
     for k in range(V):
-        Pc[k + 1] = Pc[k] + ps[k]
-        Qc[k + 1] = Qc[k] + qs[k]
-        g = (1.0 - sq[k + 1] ** n) - Pc[k + 1]
+        pk += ps[k]
+        qk += qs[k]
+        Pc[k + 1] = pk
+        Qc[k + 1] = qk
+        g = (1.0 - sq[k + 1] ** n) - pk
         if g < gmin:
             gmin = g
         if g <= gmin + 1e-13:
@@ -259,8 +264,10 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
     V = ps.shape[0]
     Pc = np.empty(V + 1)
     Pc[0] = 0.0
+    run = 0.0
     for k in range(V):
-        Pc[k + 1] = Pc[k] + ps[k]
+        run += ps[k]
+        Pc[k + 1] = run
     gmin = np.inf
     for k in range(V + 1):
         g = H[k] - Pc[k]
@@ -273,12 +280,16 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
             break
     suf = np.empty(V + 1)  # suffix sums of ps within each part (A* = [0, K), the tail [K, V))
     suf[V] = 0.0
+    run = 0.0
     for k in range(V - 1, K - 1, -1):
-        suf[k] = suf[k + 1] + ps[k]
+        run += ps[k]
+        suf[k] = run
     if K > 0:
         suf[K] = 0.0
+        run = 0.0
         for k in range(K - 1, -1, -1):
-            suf[k] = suf[k + 1] + ps[k]
+            run += ps[k]
+            suf[k] = run
     # on A*: min(p, lam q) summing to H[K], the capped tokens a prefix
     for k in range(K):
         ts[k] = ps[k]
@@ -324,8 +335,10 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
     if K < V and total > suf[K]:
         sq = np.empty(V - K + 1)
         sq[V - K] = 0.0
+        run = 0.0
         for k in range(V - 1, K - 1, -1):
-            sq[k - K] = sq[k - K + 1] + qs[k]
+            run += qs[k]
+            sq[k - K] = run
         pre = np.empty(V - K)
         run = 0.0
         for k in range(K, V):

@@ -52,9 +52,12 @@ def _block_sums(ts, qs, Hc, A, B):
     hi[0] = 0.0
     lo[0] = 0.0
     s, c = 0.0, 0.0
+    tk, qk = 0.0, 0.0  # the running sums in registers (read back from the arrays, each waits on the store)
     for k in range(m):
-        T[k + 1] = T[k] + ts[A + k]
-        Q[k + 1] = Q[k] + qs[A + k]
+        tk += ts[A + k]
+        qk += qs[A + k]
+        T[k + 1] = tk
+        Q[k + 1] = qk
         H[k + 1] = Hc[A + k + 1] - Hc[A]
         s, c = _compensated_add(s, c, qs[A + k])
         hi[k + 1] = s
@@ -759,11 +762,15 @@ def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
         Q[0] = 0.0
         Y[0] = 0.0
         excess = 0.0
-        for k in range(1, m + 1):  # the prefix sums
-            T[k] = T[k - 1] + ts[A + k - 1]
-            Q[k] = Q[k - 1] + qs[A + k - 1]
-            Y[k] = T[k] - (Hc[A + k] - Hc[A])
-            excess = max(excess, Y[k])
+        tk, qk = 0.0, 0.0  # the prefix sums, carried in registers
+        for k in range(1, m + 1):
+            tk += ts[A + k - 1]
+            qk += qs[A + k - 1]
+            y = tk - (Hc[A + k] - Hc[A])
+            T[k] = tk
+            Q[k] = qk
+            Y[k] = y
+            excess = max(excess, y)
         if cap >= 0.0:
             above = 0.0  # sum of (S - s) q: how far T may lie under its concave majorant
             top = 0.0
@@ -903,8 +910,10 @@ def _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law):
         qs[k] = q[y]
         ts[k] = t[y]
     above[0] = 0.0
+    run = 0.0
     for k in range(V):
-        above[k + 1] = above[k] + qs[k]
+        run += qs[k]
+        above[k + 1] = run
     nb = cuts.shape[0] - 1
     chain_law = np.zeros(V)
     err = np.zeros(nb)

@@ -143,9 +143,12 @@ def _curtain(q, t, o, n, sign, first, largest, slack, max_chunks,
     m = q.shape[0]
     Qc = np.zeros(m + 1)
     Tc = np.zeros(m + 1)
+    qk, tk = 0.0, 0.0
     for k in range(m):
-        Qc[k + 1] = Qc[k] + q[k]
-        Tc[k + 1] = Tc[k] + t[k]
+        qk += q[k]
+        tk += t[k]
+        Qc[k + 1] = qk
+        Tc[k + 1] = tk
     U = Qc[m]  # positions are relative to o (see _val)
     top = 0.0
     gap_lo = np.empty(m + 1)
