@@ -386,7 +386,10 @@ def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
     """``P(draft k is picked)`` by the per-node verifier ``v`` for these drafts. Where its exact choice
     probabilities underflow to nothing (drafts of draft mass ~1e-40 and below), the drafts' candidate masses
     stand in: such trees have probability below ~1e-20, and the walk must still pick one."""
-    got = np.maximum(np.nan_to_num(np.asarray(v.choice(drafts[None, :]), dtype=float)[0]), 0.0)
+    got = np.asarray(v.choice(drafts[None, :]), dtype=float)[0]
+    if not np.isfinite(got).all():  # NaN as 0, infinities as the largest floats (numpy.nan_to_num)
+        got = np.nan_to_num(got)
+    got = np.maximum(got, 0.0)
     total = got.sum()
     if not total > 0.0:
         got = np.asarray(v.candidate, dtype=float)[drafts] + 0.0
@@ -404,8 +407,8 @@ def _draw_pick(v, drafts: np.ndarray, rng) -> int:
     then :meth:`SequenceVerifier.output_law`'s, not only on average over the instances' subtrees."""
     one = getattr(v, "pick_one", None)  # optimal-wor: one tuple without the batch's arrays
     token = one(drafts, rng) if one is not None else int(v.pick(drafts[None, :], rng)[0])
-    where = np.flatnonzero(drafts == token)
-    return int(where[0]) if where.size == 1 else int(where[rng.integers(where.size)])
+    where = [i for i, x in enumerate(drafts.tolist()) if x == token]
+    return where[0] if len(where) == 1 else where[int(rng.integers(len(where)))]
 
 
 class _Selections:

@@ -50,6 +50,16 @@ PAIR_CHORDS = True
 FUSED = True
 
 
+def _distinct(drafts) -> tuple[np.ndarray, list[int]]:
+    """``numpy.unique(drafts, return_index=True)`` for one short tuple of token ids (in Python: a tuple's few
+    ids cost numpy's sorts more than they save)."""
+    first: dict[int, int] = {}
+    for i, x in enumerate(np.asarray(drafts).tolist()):
+        first.setdefault(x, i)
+    tokens = sorted(first)
+    return np.array(tokens, dtype=np.int64), [first[x] for x in tokens]
+
+
 class OptimalWOR(LuceVerifier):
     """Reaches α*_wor: block priority + Luce choice of a candidate, then speculative sampling.
 
@@ -78,8 +88,6 @@ class OptimalWOR(LuceVerifier):
                 )
 
     def plan(self):
-        from ...errors import SizeLimitError
-
         p, q, n, V = self.p, self.q, self.n, self.V
         k = self.num_drafts
         # the plain wor sampler's distinct drafts (_wor_draws) are num_drafts: not counted again
@@ -107,6 +115,8 @@ class OptimalWOR(LuceVerifier):
             return self._enumerated(order, K, t, cuts, q, n)
         if k == 2:
             return wor_pair_plan(p, q, order, K, t, cuts)
+        from ...errors import SizeLimitError
+
         raise SizeLimitError(
             f"optimal-wor at n = {n} needs the {sets:,} draft sets enumerated at V={V} (limit {MAX_WOR_SETS:,}) "
             "with the nested chords switched off"
@@ -203,7 +213,7 @@ class OptimalWOR(LuceVerifier):
         drafts = np.atleast_2d(drafts)
         out = np.zeros(drafts.shape)
         for r in range(drafts.shape[0]):
-            tokens, first = np.unique(drafts[r], return_index=True)
+            tokens, first = _distinct(drafts[r])
             out[r, first] = self._chords.choice(tokens)
         return out
 
@@ -227,7 +237,7 @@ class OptimalWOR(LuceVerifier):
         if getattr(self, "_chords", None) is None:
             return int(self.pick(np.asarray(drafts)[None, :], rng)[0])
         a, b = rng.random(2)
-        return self._chords.pick(np.unique(drafts), a, b)
+        return self._chords.pick(_distinct(drafts)[0], a, b)
 
     def sample(self, drafts, rng):
         if getattr(self, "_chords", None) is not None:
