@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ._candidate_kernels import _block_index, _compensated_add, _pair_chain, _wor_chain
+from ..._wor_loops import _grid_loops, _wor_hit_chain_loops
+from ._candidate_kernels import (
+    _block_index,
+    _chain_targets,
+    _compensated_add,
+    _pair_chain,
+    _ties_by_mass,
+)
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
@@ -909,6 +916,14 @@ def _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law):
         pos[y] = k
         qs[k] = q[y]
         ts[k] = t[y]
+    return _plan_along(order, cuts, H, cap, pos, qs, above, ts, law)
+
+
+@_jit
+def _plan_along(order, cuts, H, cap, pos, qs, above, ts, law):
+    """:func:`_plan_arrays` after ``pos``, ``qs`` and ``ts`` are filled (the chain's set-up has ``q`` and ``t``
+    along the chain already)."""
+    V = order.shape[0]
     above[0] = 0.0
     run = 0.0
     for k in range(V):
@@ -935,9 +950,10 @@ def _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law):
 @_jit
 def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
     """``optimal-wor``'s whole set-up for two or more drafts without replacement in one call: the chain,
-    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain`; a pair's by
-    :func:`~._candidate_kernels._pair_chain`, which returns ``K = -1`` where it declines), the block of every token
-    (:func:`~._candidate_kernels._block_index`) and what the nested chords keep (:func:`_plan_arrays`).
+    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain`'s steps, ``q`` and ``t`` along the chain
+    kept for the chords; a pair's by :func:`~._candidate_kernels._pair_chain`, which returns ``K = -1`` where it
+    declines), the block of every token (:func:`~._candidate_kernels._block_index`) and what the nested chords
+    keep (:func:`_plan_arrays`).
     Returns ``(K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered)``."""
     V = p.shape[0]
     order = np.empty(V, dtype=np.int64)
@@ -949,13 +965,26 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
         if K < 0:
             none = np.empty(0, dtype=np.int64)
             return K, order, t, none, H, none, 0, -1, none, t, H, t, t, 0
-    else:
-        K, ncut, H = _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, t, cuts)
-    cuts = cuts[:ncut].copy()
-    pos = np.empty(V, dtype=np.int64)
-    qs, ts, law = np.empty(V), np.empty(V), np.empty(V)
-    above = np.empty(V + 1)
-    steered = _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law)
+        cuts = cuts[:ncut].copy()
+        pos = np.empty(V, dtype=np.int64)
+        qs, ts, law = np.empty(V), np.empty(V), np.empty(V)
+        above = np.empty(V + 1)
+        steered = _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law)
+    else:  # the chain (_wor_chain's steps), with q and t along it kept for the chords' arrays
+        ps, qs = _ties_by_mass(p, q, order)
+        rates, grid, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
+        H = _wor_hit_chain_loops(rates, n_eff, grid, m, h, t_lo, d)
+        ts = np.empty(V)
+        K, ncut = _chain_targets(ps, qs, H, tight, ts, cuts)
+        pos = np.empty(V, dtype=np.int64)
+        for k in range(V):
+            y = order[k]
+            t[y] = ts[k]
+            pos[y] = k
+        cuts = cuts[:ncut].copy()
+        law = np.empty(V)
+        above = np.empty(V + 1)
+        steered = _plan_along(order, cuts, H, cap, pos, qs, above, ts, law)
     block = np.empty(V, dtype=np.int64)
     count, first_tail = _block_index(qs, order, K, cuts, block)
     return K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered

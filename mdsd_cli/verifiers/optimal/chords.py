@@ -291,8 +291,8 @@ class ChordPlan:
     def _path_choice(self, drafts: np.ndarray, j: int, i: int) -> np.ndarray:
         """:meth:`choice` over the path of block ``i``'s tree of splits through position ``j`` (the drafts'
         first)."""
+        tree, trusted = self._tree(i)  # first: its compiled call computes the block's sums too
         A, T, H, Q, (Qh, Ql), _ = self._block_arrays(i)
-        tree, trusted = self._tree(i)
         if not trusted:  # the rule is the majorants': its path by bisection over the bridges
             cap = 2 * T.size + 1
             na, nb, nc, nl, nr = (np.full(cap, -1, np.int64) for _ in range(5))
