@@ -481,7 +481,13 @@ def _with_weight(w: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np
     ``⊥`` that no draft can be (its draft mass is 0), against ``Q``."""
     if w >= 1.0:
         return P, Q
-    return np.append(w * P, 1.0 - w), np.append(Q, 0.0)
+    V = P.shape[0]
+    target, draft = np.empty(V + 1), np.empty(V + 1)
+    np.multiply(P, w, out=target[:V])
+    target[V] = 1.0 - w
+    draft[:V] = Q
+    draft[V] = 0.0
+    return target, draft
 
 
 #: Above this many children that can be accepted, select-traversal orders its tries greedily (the exact order
@@ -797,10 +803,12 @@ def _race_table_at(tree: DraftTree, tries: _Tries, u: int, w: float):
     own = [A[j] * P[c] for j, c in enumerate(kids)]
     rank, beta, used = None, None, 0.0
     if inner:
-        cands = []
-        for j in inner:
-            cands.append(np.asarray(tries.unit(kids[j]).candidate, dtype=float)[: P[kids[j]].size])
-        rank, beta, deep = race_tables(np.stack([own[j] for j in inner]), np.stack(cands))
+        V = P[kids[inner[0]]].size
+        caps, cands = np.empty((len(inner), V)), np.empty((len(inner), V))
+        for i, j in enumerate(inner):
+            caps[i] = own[j]
+            cands[i] = np.asarray(tries.unit(kids[j]).candidate, dtype=float)[:V]
+        rank, beta, deep = race_tables(caps, cands)
         for i, j in enumerate(inner):
             own[j] = np.maximum(own[j] - deep[i], 0.0)
         used = float(deep.sum())
