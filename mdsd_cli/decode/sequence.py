@@ -723,27 +723,35 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
     child ``j`` has not won yet."""
     K = caps.shape[0]
     S = np.ones(K)
-    for p in range(js.size):
-        j, z = js[p], zs[p]
-        rank[j, z] = p
+    n = js.size
+    p = 0
+    while p < n:  # a run of one child's pairs at a time: the others' S, hence reach, hold along it
+        j = js[p]
         reach = 1.0
         for i in range(K):
             if i != j:
                 reach *= max(S[i], 0.0)
-        if reach <= 0.0:
-            continue
-        t = cands[j, z]
-        tr = t * reach
-        c = caps[j, z]
-        if c >= tr:  # the cap does not bind (also where tr underflows to 0 with denormal t): beta = 1
-            beta[j, z] = 1.0
-            deep[j, z] = tr
-            S[j] -= t
-        else:
-            b = c / tr
-            beta[j, z] = b
-            deep[j, z] = min(tr * b, c)  # f <= caps also where rounding in denormals would pass it
-            S[j] -= t * b
+        s = S[j]
+        e = p
+        while e < n and js[e] == j:
+            z = zs[e]
+            rank[j, z] = e
+            if reach > 0.0:
+                t = cands[j, z]
+                tr = t * reach
+                c = caps[j, z]
+                if c >= tr:  # the cap does not bind (also where tr underflows to 0 with denormal t): beta = 1
+                    beta[j, z] = 1.0
+                    deep[j, z] = tr
+                    s -= t
+                else:
+                    b = c / tr
+                    beta[j, z] = b
+                    deep[j, z] = min(tr * b, c)  # f <= caps also where rounding in denormals would pass it
+                    s -= t * b
+            e += 1
+        S[j] = s
+        p = e
 
 
 @kernel
