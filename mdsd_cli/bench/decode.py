@@ -90,8 +90,8 @@ def tree_verifier_rows(config) -> list[dict]:
     default, ``pydoc-ngram``'s size) and the built-in ``pydoc-ngram`` pair itself, ``2x4`` and ``4x3`` trees,
     iid and wor drafts, T = 1; the verification time per step (tempering the target's rows on the walk, every
     set-up, the coins and the bonus token; models and drafting excluded). Four times the figure's prompts, in
-    up to three rounds that run the four verifiers one after the other (a busy machine's drift falls on all four
-    alike), after one short untimed decode of each (the first decode of a process runs slower, which would
+    up to three rounds, each one decode of the four verifiers prompt by prompt in turn (a busy machine's drift
+    falls on all four alike, within seconds of each other), after one short untimed decode of each (the first decode of a process runs slower, which would
     flatter the baseline): a round's figure is the median over its steps, the ratio the median over rounds of
     the round's ratio to ``traversal``. The note also has the whole step's ratio, the models' calls and the
     drafting included."""
@@ -118,11 +118,11 @@ def tree_verifier_rows(config) -> list[dict]:
                                node_metrics=False)
                 medians, whole = {v: [] for v in names}, {v: [] for v in names}
                 every, tau = {v: [] for v in names}, {}
-                for _ in range(rounds):
-                    for verifier in names:
-                        run = run_decode(target, draft, prompts, specs[verifier], max_new_tokens=config.decode_tokens,
-                                         seed=config.seed, node_metrics=False)
-                        steps = np.concatenate([r.steps for r in run.runs])
+                for _ in range(rounds):  # the four verifiers in one decode: prompt by prompt, each in turn
+                    run = run_decode(target, draft, prompts, [specs[v][0] for v in names],
+                                     max_new_tokens=config.decode_tokens, seed=config.seed, node_metrics=False)
+                    for si, verifier in enumerate(names):
+                        steps = np.concatenate([r.steps for r in run.runs if r.spec == si])
                         medians[verifier].append(statistics.median(steps[:, S["verify_seconds"]]))
                         parts = [S[c] for c in ("draft_seconds", "tree_seconds", "target_seconds", "verify_seconds",
                                                 "cache_seconds")]
