@@ -48,10 +48,8 @@ TREE_AFTER = 64
 
 
 @functools.lru_cache(maxsize=1)
-@functools.cache
 def _kernels():
-    """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan, built
-    once: a tree verifier sets up several plans a step)."""
+    """The compiled kernels (imported on first use: numba loads them then; one namespace for every plan)."""
     from ._chord_kernels import (
         _block_sums,
         _block_tree,
