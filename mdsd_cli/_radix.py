@@ -213,7 +213,7 @@ def _few_argsort(a, b, out, limit):  # pragma: no cover - compiled (numpy's stab
 @kernel
 def _float_words(keys):  # pragma: no cover - compiled (through _radix_argsort, against numpy's)
     """Unsigned words in the order of the float64 ``keys`` as numpy sorts them: negative keys with every bit
-    flipped, others with the sign bit set (branch-free), ``-0.0`` as ``+0.0`` and every NaN last."""
+    flipped, others with the sign bit set, ``-0.0`` as ``+0.0`` and every NaN last (one word above all others)."""
     plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
     bits = plain.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)

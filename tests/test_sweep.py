@@ -92,6 +92,8 @@ def test_jobs_and_dask_give_the_same_tables_as_serial(tmp_path):
 
 
 def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path):
+    # nothing listens on port 9: the connection is refused at once or, on a slow machine, times out after 1 s;
+    # either way the same error (the timeout bounds the wait, it asserts no speed)
     with pytest.raises(MdsdError, match="cannot reach the Dask scheduler"):
         run_sweep(config(), tmp_path / "x", executor="dask", scheduler="tcp://127.0.0.1:9", timeout=1)
 

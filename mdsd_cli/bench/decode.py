@@ -91,8 +91,8 @@ def tree_verifier_rows(config) -> list[dict]:
     iid and wor drafts, T = 1; the verification time per step (tempering the target's rows on the walk, every
     set-up, the coins and the bonus token; models and drafting excluded). Four times the figure's prompts, in
     up to three rounds, each one decode of the four verifiers prompt by prompt in turn (a busy machine's drift
-    falls on all four alike, within seconds of each other), after one short untimed decode of each (the first decode of a process runs slower, which would
-    flatter the baseline): a round's figure is the median over its steps, the ratio the median over rounds of
+    falls on all four alike, within seconds of each other), after one short untimed decode of each (the first
+    decode of a process runs slower, which would flatter the baseline): a round's figure is the median over its steps, the ratio the median over rounds of
     the round's ratio to ``traversal``. The note also has the whole step's ratio, the models' calls and the
     drafting included."""
     from ..decode import plan_decode, run_decode

@@ -518,11 +518,22 @@ def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
     (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
     :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
     Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``."""
+    K, ncut, H, qs, along = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
+    for k in range(p.shape[0]):
+        ts[order[k]] = along[k]
+    return K, ncut, H
+
+
+@_jit
+def _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts):
+    """:func:`_wor_chain` with ``q`` and the targets left along the chain: fills ``order`` and ``cuts``; returns
+    ``(K, number of cuts, H, q along the chain, t along the chain)`` (the chords' arrays start from both)."""
     ps, qs = _ties_by_mass(p, q, order)
     rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
     H = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
-    K, ncut = _targets_by_token(ps, qs, H, tight, order, ts, cuts)
-    return K, ncut, H
+    along = np.empty(p.shape[0])
+    K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
+    return K, ncut, H, qs, along
 
 
 @_jit

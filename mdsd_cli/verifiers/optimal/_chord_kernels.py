@@ -10,14 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ..._wor_loops import _grid_loops, _wor_hit_chain_loops
-from ._candidate_kernels import (
-    _block_index,
-    _chain_targets,
-    _compensated_add,
-    _pair_chain,
-    _ties_by_mass,
-)
+from ._candidate_kernels import _block_index, _compensated_add, _pair_chain, _wor_chain_along
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
@@ -950,7 +943,7 @@ def _plan_along(order, cuts, H, cap, pos, qs, above, ts, law):
 @_jit
 def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
     """``optimal-wor``'s whole set-up for two or more drafts without replacement in one call: the chain,
-    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain`'s steps, ``q`` and ``t`` along the chain
+    hit chain and candidate law (:func:`~._candidate_kernels._wor_chain_along`, ``q`` and ``t`` along the chain
     kept for the chords; a pair's by :func:`~._candidate_kernels._pair_chain`, which returns ``K = -1`` where it
     declines), the block of every token (:func:`~._candidate_kernels._block_index`) and what the nested chords
     keep (:func:`_plan_arrays`).
@@ -970,12 +963,8 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
         qs, ts, law = np.empty(V), np.empty(V), np.empty(V)
         above = np.empty(V + 1)
         steered = _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law)
-    else:  # the chain (_wor_chain's steps), with q and t along it kept for the chords' arrays
-        ps, qs = _ties_by_mass(p, q, order)
-        rates, grid, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
-        H = _wor_hit_chain_loops(rates, n_eff, grid, m, h, t_lo, d)
-        ts = np.empty(V)
-        K, ncut = _chain_targets(ps, qs, H, tight, ts, cuts)
+    else:  # the chain, with q and t along it kept for the chords' arrays
+        K, ncut, H, qs, ts = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
         pos = np.empty(V, dtype=np.int64)
         for k in range(V):
             y = order[k]

@@ -320,8 +320,9 @@ class ChordPlan:
 
     def pick(self, drafts: np.ndarray, u: float, v: float) -> int:
         """The chosen draft for one tuple of distinct increasing tokens, from two uniforms (the level and the
-        draw in the segment). On a block without its tree, one compiled call (:func:`~._chord_kernels._chord_pick`:
-        the bridge, the segment rule and the draw) unless the rule needs decimal arithmetic."""
+        draw in the segment). One compiled call (:func:`~._chord_kernels._chord_pick_row`: the first block, a lone
+        draft, and on a block without its tree the bridge, the segment rule and the draw) unless the block's tree
+        gives the segment or the rule needs decimal arithmetic."""
         drafts = np.asarray(drafts, dtype=np.int64)
         token, i, j, a, b = self.k._chord_pick_row(self.ts, self.qs, self.H, self.q, self.pos, self.above, self.cuts,
                                                    self._treed, self._steps, TREE_AFTER, drafts, u, v, self.total,
