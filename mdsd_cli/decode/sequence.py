@@ -379,7 +379,7 @@ def _node_verifier(walk, p: np.ndarray, q: np.ndarray, n: int, *, reuse: bool):
     the cache (a :class:`~.walk.VerifierCache`) where ``reuse`` and there is one, else set up afresh."""
     if reuse and walk.cache is not None:
         return walk.cache(p, q, n)
-    return walk.cls(p, q, n, walk.sampler)
+    return walk.cls.unchecked(p, q, n, walk.sampler)
 
 
 def _pick_law(v, drafts: np.ndarray) -> np.ndarray:
@@ -755,9 +755,17 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
 
 
 @kernel
-def _race_all(caps, cands, beta, deep, rank):  # pragma: no cover - compiled (race_tables' numpy path is tested)
-    """The whole race in one compiled call: the keys, their stable radix sort and the pass."""
+def _race_all(caps, cands):  # pragma: no cover - compiled (race_tables' numpy path is tested)
+    """The whole race in one compiled call: the keys, their stable radix sort and the pass; returns ``(rank,
+    beta, deep)``, every entry written here (-1 and 0 off the race: no tables cleared beforehand)."""
     K, V = caps.shape
+    beta, deep = np.empty((K, V)), np.empty((K, V))
+    rank = np.empty((K, V), dtype=np.int64)
+    for j in range(K):
+        for z in range(V):
+            rank[j, z] = -1
+            beta[j, z] = 0.0
+            deep[j, z] = 0.0
     keys = np.empty(K * V)
     jk = np.empty(K * V, dtype=np.int64)
     zk = np.empty(K * V, dtype=np.int64)
@@ -770,6 +778,7 @@ def _race_all(caps, cands, beta, deep, rank):  # pragma: no cover - compiled (ra
         js[p] = jk[idx[p]]
         zs[p] = zk[idx[p]]
     _race_pass(js, zs, caps, cands, beta, deep, rank)
+    return rank, beta, deep
 
 
 def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -781,11 +790,10 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     not in the race); ``f <= caps`` by construction."""
     K, V = caps.shape
     caps, cands = np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float)
+    if numba_enabled() and K * V > 1:
+        return _race_all(caps, cands)
     beta, deep = np.zeros((K, V)), np.zeros((K, V))
     rank = np.full((K, V), -1, dtype=np.int64)
-    if numba_enabled() and K * V > 1:
-        _race_all(caps, cands, beta, deep, rank)
-        return rank, beta, deep
     keys, js, zs = np.empty(K * V), np.empty(K * V, dtype=np.int64), np.empty(K * V, dtype=np.int64)
     live = _race_keys(caps, cands, keys, js, zs)  # row-major: j, then z
     # ties in row-major order: a stable sort (radix when compiled; the keys tie by the thousand, where t_j = P_j)
@@ -798,8 +806,8 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
 def _race_prep(tree: DraftTree, tries: _Tries, u: int, w: float):
     """What :func:`_race_walk` needs at ``u`` (weight ``w``), a function of the tree's laws and drafts (memoised:
     the exact law asks again for every combination of picks): the residual ``r, rho``, the racing children
-    ``inner`` (their verifiers: ``tries.unit``), the race table ``rank, beta`` (rows in ``inner``'s order), every child's own
-    law ``A_j P_j - f_j`` and ``used = sum f``."""
+    ``inner`` (their verifiers: ``tries.unit``), the race table ``rank, beta`` (rows in ``inner``'s order) and
+    the children's shares ``A_j P_j`` with the deep acceptances ``f`` (phase 2's own laws, :func:`_race_own`)."""
     return tries.memo(("race", u, w), lambda: _race_table_at(tree, tries, u, w))
 
 
@@ -808,19 +816,29 @@ def _race_table_at(tree: DraftTree, tries: _Tries, u: int, w: float):
     A, _, r, rho = tries.at(u, w, order=False)
     kids = tree.children[u]
     inner = [j for j, c in enumerate(kids) if tree.children[c] and A[j] > 0.0]
-    own = [A[j] * P[c] for j, c in enumerate(kids)]
-    rank, beta, used = None, None, 0.0
+    shares = [A[j] * P[c] for j, c in enumerate(kids)]
+    rank, beta, deep = None, None, None
     if inner:
         V = P[kids[inner[0]]].size
         caps, cands = np.empty((len(inner), V)), np.empty((len(inner), V))
         for i, j in enumerate(inner):
-            caps[i] = own[j]
+            caps[i] = shares[j]
             cands[i] = np.asarray(tries.unit(kids[j]).candidate, dtype=float)[:V]
         rank, beta, deep = race_tables(caps, cands)
+    return r, rho, inner, rank, beta, shares, deep
+
+
+def _race_own(tree: DraftTree, tries: _Tries, u: int, w: float):
+    """Phase 2's laws at ``u`` (memoised; a sampled step builds them only where phase 1 found nothing): every
+    child's own law ``A_j P_j - f_j`` and ``used = sum f``."""
+    def make():
+        _, _, inner, _, _, shares, deep = _race_prep(tree, tries, u, w)
+        own = list(shares)
         for i, j in enumerate(inner):
-            own[j] = np.maximum(own[j] - deep[i], 0.0)
-        used = float(deep.sum())
-    return r, rho, inner, rank, beta, own, used
+            own[j] = np.maximum(shares[j] - deep[i], 0.0)
+        return own, (float(deep.sum()) if inner else 0.0)
+
+    return tries.memo(("own", u, w), make)
 
 
 def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: float, out):
@@ -832,7 +850,7 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
     kids = tree.children[u]
     if out is None and not any(tree.children[c] for c in kids):
         return _leaf_race(tree, tries, u, w, rng)
-    r, rho, inner, rank, beta, own, used = _race_prep(tree, tries, u, w)
+    r, rho, inner, rank, beta, _, _ = _race_prep(tree, tries, u, w)
     stay = 1.0
     if inner:
         if out is None:
@@ -862,6 +880,7 @@ def _race_walk(tree: DraftTree, tries: _Tries, u: int, w: float, rng, weight: fl
                     if prob <= 0.0:
                         break
                 stay += prob
+    own, used = _race_own(tree, tries, u, w)
     return _own_acceptances(tree, u, kids, own, used, r, rho, P, rng, weight, stay, out)
 
 
