@@ -515,6 +515,51 @@ def test_library_errors_are_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
+_GOOD = np.array([0.5, 0.3, 0.2])
+
+
+@pytest.mark.parametrize("p,q,fragment", [
+    (np.array([np.nan, 0.5, 0.5]), _GOOD, "non-finite value"),
+    (_GOOD, np.array([0.5, np.inf, 0.5]), "non-finite value"),
+    (_GOOD, np.array([0.6, -0.1, 0.5]), "negative entry"),
+    (2 * _GOOD, _GOOD, "sums to 2, not 1"),
+    (_GOOD, np.zeros(3), "sums to 0"),
+    (_GOOD, np.array([0.5, 0.5]), "same vocabulary size"),
+    (_GOOD[None, :], _GOOD[None, :], "one pair"),
+    (np.array(["a", "b", "c"]), _GOOD, "expected a floating-point array"),
+])
+def test_verifier_classes_check_their_pair(p, q, fragment):
+    """The class interface a decoding loop calls (``get_verifier(name)(p, q, n)``) refuses the pairs
+    ``prepare_verifier`` refuses, for every registered verifier, with one line (it used to set up on them:
+    a negative or NaN mass gave a verifier of nonsense, or a numba typing error)."""
+    from mdsd_cli.verifiers import get_verifier, verifier_names
+
+    for name in verifier_names():
+        with pytest.raises(InputError, match=fragment) as info:
+            get_verifier(name)(p, q, 2)
+        assert "\n" not in str(info.value), name
+
+
+def test_verifier_classes_take_what_prepare_verifier_takes():
+    """Lists and float32 rows are converted and normalised as ``check_pair`` does, ``renormalize=True`` rescales
+    a row, and ``unchecked`` (mdsd's own loops, on validated rows) sets up the same verifier: the same exact
+    output law for every registered verifier."""
+    from mdsd_cli.samplers import get_sampler
+    from mdsd_cli.verifiers import get_verifier, prepare_verifier, verifier_names
+
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    for name in verifier_names():
+        cls = get_verifier(name)
+        n = cls.fixed_n or 2
+        drafts = get_sampler(cls.default_sampler).sample(q, n, np.random.default_rng(1), 1)[0]
+        want = prepare_verifier(name, p, q, n).output_law(drafts)
+        for got in (cls(list(p), list(q), n), cls.unchecked(p, q, n), cls(3 * p, q, n, renormalize=True)):
+            np.testing.assert_allclose(got.output_law(drafts), want, rtol=0, atol=1e-12, err_msg=name)
+        low = cls(p.astype(np.float32), q.astype(np.float32), n)  # float32 rows: within their rounding, normalised
+        assert abs(low.p.sum() - 1.0) <= 1e-12 and abs(low.q.sum() - 1.0) <= 1e-12
+
+
 # --- a damaged sweep directory for mdsd plot ------------------------------------------------------------------
 
 @pytest.mark.parametrize("damage,fragment", [

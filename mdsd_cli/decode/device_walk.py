@@ -258,7 +258,7 @@ def _walk_host_rows(tree, logits, temperature, verifier, sampler, generator, t0,
             out.append(int(sample_from_law(p, 1, rng)[0]))
             leaf = u
             break
-        prepared = cls(p, tree.q[u], tree.n[u], sampler)
+        prepared = cls.unchecked(p, tree.q[u], tree.n[u], sampler)
         drafts = tree.drafts[u]
         y = int(prepared.sample(drafts[None, :], rng)[0])
         out.append(y)

@@ -121,7 +121,7 @@ def per_node_output_law(tree: DraftTree, P: Sequence[np.ndarray], verifier_cls, 
                 key = (*path, int(y))
                 out[key] = out.get(key, 0.0) + mass * float(P[u][y])
             return
-        law = verifier_cls(P[u], tree.q[u], tree.n[u], sampler).output_law(tree.drafts[u])
+        law = verifier_cls.unchecked(P[u], tree.q[u], tree.n[u], sampler).output_law(tree.drafts[u])
         for y in np.flatnonzero(law > 0):
             matches = [c for c in tree.children[u] if tree.tokens[c] == y]
             if not matches:

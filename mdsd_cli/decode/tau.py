@@ -240,7 +240,7 @@ def recursive_tau(P: ConditionalLaws, Q: ConditionalLaws, shape: TreeShape, samp
                 n = slots.width(slot)
                 v = prepared.get((path, n))
                 if v is None:
-                    v = prepared[(path, n)] = cls(p, q, n, sampler)
+                    v = prepared[(path, n)] = cls.unchecked(p, q, n, sampler)
                 split = slots.split(slot)
                 kids = lambda rows, slot=slot, split=split: [slots.child(slot, split, r) for r in range(rows)]  # noqa: E731
                 law = None if force_sampled else v.moves(split)
@@ -344,7 +344,7 @@ def _tokens_given_tree(tree, P, verifier: str, sampler: str, eos, cache: dict | 
         key = (paths[u], tree.n[u]) if cache is not None else None
         v = cache.get(key) if cache is not None else None
         if v is None:
-            v = cls(P[u], tree.q[u], tree.n[u], sampler)
+            v = cls.unchecked(P[u], tree.q[u], tree.n[u], sampler)
             if cache is not None:
                 cache[key] = v
         law = v.output_law(tree.drafts[u])
@@ -486,7 +486,7 @@ def check_exact(spec: DecodeSpec, vocab_size: int) -> str | None:
         if (n, split) in seen:
             continue
         seen.add((n, split))
-        if cls(p, q, n, spec.sampler).moves(split) is None:
+        if cls.unchecked(p, q, n, spec.sampler).moves(split) is None:
             return f"{spec.verifier} has no exact {split} move law at V={vocab_size:,} with n={n}"
     return None
 

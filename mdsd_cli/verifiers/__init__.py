@@ -88,7 +88,7 @@ def prepare_verifier(name: str, p, q, n: int, *, sampler: str | None = None,
     P, Q, batched = check_pair(p, q, renormalize=renormalize)
     if batched:
         raise InputError("a verifier works on one pair: give p and q of shape [V] (verify_batch takes [N, V])")
-    return cls(P[0], Q[0], n, sampler)
+    return cls.unchecked(P[0], Q[0], n, sampler)
 
 
 def _num_drafts(drafts: np.ndarray, n: int | None) -> int:
@@ -169,7 +169,7 @@ def verify_batch(name: str, p, q, drafts, *, rng=None, n: int | None = None, sam
         width = int(np.count_nonzero(d[i] >= 0))
         if (d[i, width:] >= 0).any() or (d[i, :width] < 0).any():
             raise InputError(f"drafts row {i} has -1 padding before a token id; pad on the right only")
-        v = cls(P[i], Q[i], _num_drafts(d, n), sampler)
+        v = cls.unchecked(P[i], Q[i], _num_drafts(d, n), sampler)
         result = v.verify(d[i, :width], rng)
         tokens[i] = result.token
         indices[i] = -1 if result.index is None else result.index
@@ -197,7 +197,7 @@ def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: 
     streams = as_rng(rng).spawn(P.shape[0]) if batched else [as_rng(rng)]
     results = []
     for i in range(P.shape[0]):
-        v = cls(P[i], Q[i], n, sampler)
+        v = cls.unchecked(P[i], Q[i], n, sampler)
         if method == "exact" or (method == "auto" and can_be_exact(v, max_tuples=max_tuples)):
             results.append(exact_rate(v, max_tuples=max_tuples))
         else:

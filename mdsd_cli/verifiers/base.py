@@ -27,9 +27,24 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..distributions import as_array, as_rng
+from ..distributions import as_array, as_rng, check_pair
 from ..errors import InputError
 from ..samplers import DISTINCT_KINDS, _cdf_draw, get_sampler
+
+
+def _checked_row_pair(p, q, renormalize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)`` as float64 rows ``[V]``, validated: float64 vectors of one shape, no negative entry, each
+    summing to 1 within 1e-12 pass in two passes each (NaN and infinities fail the sum); anything else goes
+    through :func:`~mdsd_cli.distributions.check_pair` (conversions, tolerances, the error messages)."""
+    if (type(p) is np.ndarray and type(q) is np.ndarray and p.dtype == np.float64 and q.dtype == np.float64
+            and p.ndim == 1 and p.shape == q.shape and p.size > 0):
+        if abs(p.sum() - 1.0) <= 1e-12 and abs(q.sum() - 1.0) <= 1e-12 and p.min() >= 0.0 and q.min() >= 0.0:
+            return p, q
+    P, Q, batched = check_pair(p, q, renormalize=renormalize)
+    if batched:
+        raise InputError("a verifier is set up for one pair: give p and q of shape [V] "
+                         "(verify_batch takes [N, V])")
+    return P[0], Q[0]
 
 
 @dataclass(frozen=True)
@@ -122,7 +137,25 @@ class PreparedVerifier:
     #: If set, the only number of drafts it is defined for.
     fixed_n: ClassVar[int | None] = None
 
-    def __init__(self, p: np.ndarray, q: np.ndarray, n: int, sampler: str | None = None):
+    def __init__(self, p, q, n: int, sampler: str | None = None, *, renormalize: bool = False):
+        """Set the verifier up for the pair ``(p, q)`` (``[V]`` each: numpy arrays, lists or torch tensors), checked
+        as :func:`~mdsd_cli.distributions.check_pair` checks them: finite, non-negative, summing to 1 within
+        rounding (``renormalize=True`` rescales a row that does not), one shape; an :class:`InputError` says
+        what is wrong. :meth:`unchecked` skips the checks for rows already validated."""
+        p, q = _checked_row_pair(p, q, renormalize)
+        self._prepare(p, q, n, sampler)
+
+    @classmethod
+    def unchecked(cls, p: np.ndarray, q: np.ndarray, n: int, sampler: str | None = None):
+        """The verifier of ``(p, q)`` without the checks of ``p`` and ``q`` (two passes over V each), for rows
+        already validated: mdsd's own loops (tempered model rows, pairs from
+        :func:`~mdsd_cli.distributions.check_pair`, the weighted rows of the tree verifiers) set verifiers up
+        this way. ``n`` and ``sampler`` are still checked."""
+        self = cls.__new__(cls)
+        self._prepare(p, q, n, sampler)
+        return self
+
+    def _prepare(self, p, q, n: int, sampler: str | None) -> None:
         spec = get_sampler(sampler or self.default_sampler)
         if self.samplers is not None and spec.kind not in self.samplers:
             raise InputError(
