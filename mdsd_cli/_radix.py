@@ -225,6 +225,23 @@ def _float_words(keys):  # pragma: no cover - compiled (through _radix_argsort, 
 
 
 @kernel
+def _float_words_into(x):  # pragma: no cover - compiled (through _ties_by_mass, against _float_words)
+    """:func:`_float_words` in place: ``x`` (float64, overwritten) becomes its words, returned as its uint64
+    view (no copy: each entry is read before its word is written)."""
+    bits = x.view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    top = ~np.uint64(0)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v != v:
+            bits[i] = top
+        else:
+            u = np.uint64(0) if v == 0.0 else bits[i]  # -0.0 as +0.0
+            bits[i] = ~u if u & sign else u | sign  # :func:`_float_words`' map, without its wrapping subtraction
+    return bits
+
+
+@kernel
 def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
     """``out`` = the stable ascending order of ``keys`` (float64, 1-D): the keys as unsigned words in the same
     order, sorted with their indices (counted where they take few values, :func:`_few_argsort`)."""

@@ -120,6 +120,13 @@ def _smallest_scale_loop(qs, k):  # pragma: no cover - compiled
     for i in range(V):
         run += qs[i]
         W[i + 1] = run
+    return _smallest_scale_of(qs, k, W)
+
+
+@kernel
+def _smallest_scale_of(qs, k, W):  # pragma: no cover - compiled
+    """:func:`_smallest_scale_loop` with the prefix sums ``W`` given."""
+    V = qs.shape[0]
     top = np.zeros(k)
     count = 0
     best = -1.0
@@ -160,11 +167,22 @@ def _grid_loops(qs, n_eff, m, unit, t_lo, offsets):  # pragma: no cover - compil
     total mass outside 1e-150..1e150 rescaled by an exact power of two, ``t_lo = unit / total`` unless given
     (``t_lo > 0``), ``t_hi`` from :func:`_smallest_scale_loop`, and the rates rescaled by ``2^e`` where
     ``t_hi`` would pass :data:`T_MAX` (see :func:`~mdsd_cli._wor_kernel.scaled_grid`)."""
+    return _grid_above(qs, n_eff, m, unit, t_lo, offsets, np.empty(qs.shape[0] + 1))
+
+
+@kernel
+def _grid_above(qs, n_eff, m, unit, t_lo, offsets, above):  # pragma: no cover - compiled
+    """:func:`_grid_loops`, filling ``above[i] = qs[0] + ... + qs[i - 1]`` (plain sums, in order: the draft mass
+    above each chain position, which the nested chords keep) as it takes the total, and reusing them for the
+    smallest scale where the rates are not rescaled."""
     V = qs.shape[0]
+    above[0] = 0.0
     total = 0.0
     for i in range(V):
         total += qs[i]
+        above[i + 1] = total
     rates = qs
+    rescaled = False
     if total > 0.0 and not 1e-150 < total < 1e150:  # an exact power of two: P(X hits A) depends on rate x time
         shift = -math.frexp(total)[1]
         rates = np.empty(V)
@@ -174,9 +192,10 @@ def _grid_loops(qs, n_eff, m, unit, t_lo, offsets):  # pragma: no cover - compil
             total += rates[i]
         if t_lo > 0.0:
             t_lo = math.ldexp(t_lo, -shift)
+        rescaled = True
     if t_lo <= 0.0:
         t_lo = unit / total if total > 0.0 else T_LO
-    best = _smallest_scale_loop(rates, n_eff)
+    best = _smallest_scale_loop(rates, n_eff) if rescaled else _smallest_scale_of(rates, n_eff, above)
     if best < 0.0:
         return rates, _grid_points(t_lo * 10.0, m, t_lo, offsets), t_lo
     if 45.0 / T_MAX <= best:  # the grid fits

@@ -91,6 +91,20 @@ def test_radix_sorts_leave_what_they_do_not_sort_to_numpy():
     np.testing.assert_array_equal(words, [-(2**62), -1, 3, 5])
 
 
+def test_float_words_in_place_are_the_float_words():
+    """The in-place word map the chain's set-up uses (no copy of its keys) gives ``_float_words``' words: signed
+    zeros as one word, NaN last, denormals and infinities in order, compiled or not."""
+    from mdsd_cli._radix import _float_words, _float_words_into
+
+    rng = np.random.default_rng(4)
+    x = np.concatenate(([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1.0, -1.0],
+                        rng.standard_normal(500) * 10.0 ** rng.integers(-300, 300, 500)))
+    for fn in (_float_words_into, getattr(_float_words_into, "py_func", _float_words_into)):
+        got = fn(x.copy())
+        np.testing.assert_array_equal(got, _float_words(x))
+        assert np.array_equal(np.argsort(got, kind="stable"), np.argsort(x + 0.0, kind="stable"))
+
+
 @pytest.mark.parametrize("V", [2, 3, 2380, 152_064])
 def test_radix_word_sort_is_numpys_sort(V, monkeypatch):
     from mdsd_cli._radix import sort_words

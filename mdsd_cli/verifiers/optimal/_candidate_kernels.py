@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ..._radix import FEW_SHARE, _few_argsort, _float_words, _lsd_sort, _radix_argsort
-from ..._wor_loops import _grid_loops, _pair_loops, _wor_hit_chain_loops
+from ..._radix import FEW_SHARE, _few_argsort, _float_words_into, _lsd_sort, _radix_argsort
+from ..._wor_loops import _grid_above, _pair_loops, _wor_hit_chain_loops
 
 
 @_jit
@@ -260,17 +260,19 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
     probabilities, in a few passes (the numpy version is the reference it is tested against):
     ``ps, qs`` are ``p, q`` along the chain and ``H[k] = P(X hits chain[:k])``. Fills ``ts`` (the
     candidate law along the chain) and ``cuts``; returns ``(K, number of cuts)``. The sums run in
-    the order numpy's cumulative sums take them."""
+    the order numpy's cumulative sums take them. Passes over the chain: the prefix sums of ``p`` with
+    ``min (H - P)``, the scan for ``K`` from the end, the tail's prefix sums of ``p`` and (from its end)
+    the search for ``kappa`` where the tail is floored, then one pass that writes the tail's targets and
+    finds the tight cuts."""
     V = ps.shape[0]
     Pc = np.empty(V + 1)
     Pc[0] = 0.0
+    gmin = H[0]
     run = 0.0
     for k in range(V):
         run += ps[k]
         Pc[k + 1] = run
-    gmin = np.inf
-    for k in range(V + 1):
-        g = H[k] - Pc[k]
+        g = H[k + 1] - run
         if g < gmin:
             gmin = g
     K = 0
@@ -278,14 +280,15 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
         if H[k] - Pc[k] <= gmin + 1e-13:
             K = k
             break
-    suf = np.empty(V + 1)  # suffix sums of ps within each part (A* = [0, K), the tail [K, V))
-    suf[V] = 0.0
-    run = 0.0
-    for k in range(V - 1, K - 1, -1):
-        run += ps[k]
-        suf[k] = run
-    if K > 0:
-        suf[K] = 0.0
+    # suffix sums of ps within A* = [0, K) (suf[K] = 0); the tail's [K, V) only as a total, used at K = 0
+    suf = np.empty(K + 1)
+    suf[K] = 0.0
+    if K == 0:
+        run = 0.0
+        for k in range(V - 1, -1, -1):
+            run += ps[k]
+        suf[0] = run
+    else:
         run = 0.0
         for k in range(K - 1, -1, -1):
             run += ps[k]
@@ -328,42 +331,47 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
                 v = qs[k] / pre * rest
                 if v < ps[k]:
                     ts[k] = v
-    # after A*: max(p, kappa q) summing to 1 - H[K], the floored tokens a suffix
-    for k in range(K, V):
-        ts[k] = ps[k]
+    # after A*: max(p, kappa q) summing to 1 - H[K], the floored tokens a suffix [j, V)
     total = 1.0 - H[K]
-    if K < V and total > suf[K]:
-        sq = np.empty(V - K + 1)
-        sq[V - K] = 0.0
-        run = 0.0
-        for k in range(V - 1, K - 1, -1):
-            run += qs[k]
-            sq[k - K] = run
+    floored = K < V and total > suf[K]
+    j = K
+    base = 0.0
+    rest = 0.0
+    if floored:
         pre = np.empty(V - K)
         run = 0.0
         for k in range(K, V):
             pre[k - K] = run
             run += ps[k]
-        j = K
+        run = 0.0  # the tail's suffix sums of q, from its end
+        found = False
         for k in range(V - 1, K - 1, -1):
-            if sq[k - K] <= 0.0:
+            run += qs[k]
+            if run <= 0.0:
                 continue
-            kappa = (total - pre[k - K]) / sq[k - K]
+            kappa = (total - pre[k - K]) / run
             if k == K or qs[k - 1] <= 0.0 or kappa <= ps[k - 1] / qs[k - 1]:
                 j = k
+                base = run
+                found = True
                 break
+        if not found:
+            base = run
         rest = total - pre[j - K]
-        base = sq[j - K]
-        for k in range(j, V):
-            v = qs[k] / base * rest
-            if v > ps[k]:
-                ts[k] = v
-    # tight cuts: the cumulative t meets the hit probability (and 0, K, V)
+    # the tail's targets and the tight cuts (the cumulative t meets the hit probability, and 0, K, V), one pass
     ncut = 0
     T = 0.0
     for k in range(V + 1):
         if k > 0:
-            T += ts[k - 1]
+            i = k - 1
+            if i >= K:
+                x = ps[i]
+                if floored and i >= j:
+                    v = qs[i] / base * rest
+                    if v > x:
+                        x = v
+                ts[i] = x
+            T += ts[i]
         if k == 0 or k == K or k == V or abs(T - H[k]) <= tight * max(1.0, H[k]):
             cuts[ncut] = k
             ncut += 1
@@ -405,7 +413,7 @@ def _ties_by_mass(p, q, order):
     if V > 2 * FEW_SHARE:
         keys = np.empty(V)
         _ratio_keys(p, q, keys)
-        if _few_argsort(_float_words(keys), _float_words(-q), order, V // FEW_SHARE):
+        if _few_argsort(_float_words_into(keys), _float_words_into(-q), order, V // FEW_SHARE):
             ps, qs = np.empty(V), np.empty(V)
             for k in range(V):
                 ps[k] = p[order[k]]
@@ -518,7 +526,7 @@ def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
     (:func:`~mdsd_cli._wor_loops._grid_loops`; ``n_eff, m, h, unit, offsets, d`` as
     :func:`~mdsd_cli._wor_kernel.wor_hit_chain` takes them), its hit chain and :func:`_chain_targets`.
     Fills ``order``, ``ts`` (by token) and ``cuts``; returns ``(K, number of cuts, H)``."""
-    K, ncut, H, qs, along = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
+    K, ncut, H, qs, along, _ = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
     for k in range(p.shape[0]):
         ts[order[k]] = along[k]
     return K, ncut, H
@@ -527,13 +535,15 @@ def _wor_chain(p, q, n_eff, m, h, unit, offsets, d, tight, order, ts, cuts):
 @_jit
 def _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts):
     """:func:`_wor_chain` with ``q`` and the targets left along the chain: fills ``order`` and ``cuts``; returns
-    ``(K, number of cuts, H, q along the chain, t along the chain)`` (the chords' arrays start from both)."""
+    ``(K, number of cuts, H, q along the chain, t along the chain, the draft mass above each position)`` (the
+    chords' arrays start from them)."""
     ps, qs = _ties_by_mass(p, q, order)
-    rates, t, t_lo = _grid_loops(qs, n_eff, m, unit, -1.0, offsets)
+    above = np.empty(p.shape[0] + 1)
+    rates, t, t_lo = _grid_above(qs, n_eff, m, unit, -1.0, offsets, above)
     H = _wor_hit_chain_loops(rates, n_eff, t, m, h, t_lo, d)
     along = np.empty(p.shape[0])
     K, ncut = _chain_targets(ps, qs, H, tight, along, cuts)
-    return K, ncut, H, qs, along
+    return K, ncut, H, qs, along, above
 
 
 @_jit

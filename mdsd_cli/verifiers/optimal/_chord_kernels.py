@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import kernel as _jit
-from ._candidate_kernels import _block_index, _compensated_add, _pair_chain, _wor_chain_along
+from ._candidate_kernels import _compensated_add, _pair_chain, _wor_chain_along
 
 #: Relative tightness at or below which a segment is not split (its chord is the target).
 FLAT = 1e-12
@@ -746,12 +746,20 @@ def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
     ``max(T - H)``; twice the two bound ``|law - t|``. A block where that bound is at most ``cap``
     gets ``law = t`` and the bound; any other block the two majorants (every block where ``cap`` is
     negative)."""
+    _majorant_into(ts, qs, Hc, cuts, law, err, cap, True)
+
+
+@_jit
+def _majorant_into(ts, qs, Hc, cuts, law, err, cap, fill):
+    """:func:`_majorant_laws`; with ``fill`` False the blocks that get ``law = t`` are left unwritten (the fused
+    set-up takes their law from ``ts`` itself). The hulls' stacks are allocated for the first block that needs
+    them."""
     V = ts.shape[0]
     T = np.empty(V + 1)
     Q = np.empty(V + 1)
     Y = np.empty(V + 1)
-    st0 = np.empty(V + 1, np.int64)
-    st1 = np.empty(V + 1, np.int64)
+    st0 = np.empty(0, np.int64)
+    st1 = np.empty(0, np.int64)
     for i in range(cuts.shape[0] - 1):
         A = cuts[i]
         m = cuts[i + 1] - A
@@ -784,10 +792,14 @@ def _majorant_laws(ts, qs, Hc, cuts, law, err, cap):
                     break
             bound = 2.0 * (above + max(excess, -Y[m]))
             if bound <= cap:
-                for k in range(m):
-                    law[A + k] = ts[A + k]
+                if fill:
+                    for k in range(m):
+                        law[A + k] = ts[A + k]
                 err[i] = bound
                 continue
+        if st0.shape[0] == 0:
+            st0 = np.empty(V + 1, np.int64)
+            st1 = np.empty(V + 1, np.int64)
         st0[0] = 0
         st1[0] = 0
         top0 = 1
@@ -945,8 +957,8 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
     """``optimal-wor``'s whole set-up for two or more drafts without replacement in one call: the chain,
     hit chain and candidate law (:func:`~._candidate_kernels._wor_chain_along`, ``q`` and ``t`` along the chain
     kept for the chords; a pair's by :func:`~._candidate_kernels._pair_chain`, which returns ``K = -1`` where it
-    declines), the block of every token (:func:`~._candidate_kernels._block_index`) and what the nested chords
-    keep (:func:`_plan_arrays`).
+    declines), then the block of every token and what the nested chords keep in one scatter a block
+    (:func:`_scatter_plan`: what :func:`~._candidate_kernels._block_index` and :func:`_plan_arrays` give).
     Returns ``(K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered)``."""
     V = p.shape[0]
     order = np.empty(V, dtype=np.int64)
@@ -958,25 +970,65 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
         if K < 0:
             none = np.empty(0, dtype=np.int64)
             return K, order, t, none, H, none, 0, -1, none, t, H, t, t, 0
-        cuts = cuts[:ncut].copy()
-        pos = np.empty(V, dtype=np.int64)
-        qs, ts, law = np.empty(V), np.empty(V), np.empty(V)
+        qs, ts = np.empty(V), np.empty(V)
         above = np.empty(V + 1)
-        steered = _plan_arrays(q, order, t, cuts, H, cap, pos, qs, above, ts, law)
-    else:  # the chain, with q and t along it kept for the chords' arrays
-        K, ncut, H, qs, ts = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
-        pos = np.empty(V, dtype=np.int64)
+        above[0] = 0.0
+        run = 0.0
         for k in range(V):
+            y = order[k]
+            qs[k] = q[y]
+            ts[k] = t[y]
+            run += qs[k]
+            above[k + 1] = run
+    else:  # the chain, with q and t along it and the mass above each position kept for the chords' arrays
+        K, ncut, H, qs, ts, above = _wor_chain_along(p, q, n_eff, m, h, unit, offsets, d, tight, order, cuts)
+    cuts = cuts[:ncut].copy()
+    pos = np.empty(V, dtype=np.int64)
+    law = np.empty(V)
+    block = np.empty(V, dtype=np.int64)
+    steered, count, first_tail = _scatter_plan(order, cuts, H, cap, K, qs, ts, t, pos, law, block)
+    return K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered
+
+
+@_jit
+def _scatter_plan(order, cuts, H, cap, K, qs, ts, t, pos, law, block):
+    """What :func:`_plan_along` and :func:`~._candidate_kernels._block_index` give, after ``qs``, ``ts`` (and the
+    mass above each position) along the chain: the blocks' laws checked (:func:`_majorant_into`; a one-token
+    block's law is its hit mass), then one scatter a block that writes every token's ``t``, chain position,
+    law and block. Returns ``(steered blocks, blocks holding draft mass, first tail block or -1)``."""
+    V = order.shape[0]
+    nb = cuts.shape[0] - 1
+    chain_law = np.empty(V)
+    err = np.empty(nb)
+    _majorant_into(ts, qs, H, cuts, chain_law, err, cap, False)
+    steered = 0
+    count = 0
+    first_tail = -1
+    none = np.iinfo(np.int64).max
+    for b in range(nb):
+        a, e = cuts[b], cuts[b + 1]
+        if e - a == 1:
+            chain_law[a] = H[a + 1] - H[a] if qs[a] > 0.0 else 0.0
+            err[b] = abs(chain_law[a] - ts[a])
+        bad = err[b] > cap
+        if bad:
+            steered += 1
+        found = False
+        for k in range(a, e):
             y = order[k]
             t[y] = ts[k]
             pos[y] = k
-        cuts = cuts[:ncut].copy()
-        law = np.empty(V)
-        above = np.empty(V + 1)
-        steered = _plan_along(order, cuts, H, cap, pos, qs, above, ts, law)
-    block = np.empty(V, dtype=np.int64)
-    count, first_tail = _block_index(qs, order, K, cuts, block)
-    return K, order, t, cuts, H, block, count, first_tail, pos, qs, above, ts, law, steered
+            law[y] = max(chain_law[k], 0.0) if bad else ts[k]
+            if qs[k] > 0.0:
+                block[y] = count
+                found = True
+            else:
+                block[y] = none
+        if found:
+            if first_tail < 0 and a >= K:
+                first_tail = count
+            count += 1
+    return steered, count, first_tail
 
 
 @_jit
