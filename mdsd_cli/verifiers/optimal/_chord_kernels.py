@@ -934,22 +934,33 @@ def _plan_along(order, cuts, H, cap, pos, qs, above, ts, law):
     for k in range(V):
         run += qs[k]
         above[k + 1] = run
+    chain_law, bad, steered = _checked_blocks(ts, qs, H, cuts, cap)
+    for b in range(cuts.shape[0] - 1):
+        for k in range(cuts[b], cuts[b + 1]):
+            law[order[k]] = max(chain_law[k], 0.0) if bad[b] else ts[k]
+    return steered
+
+
+@_jit
+def _checked_blocks(ts, qs, H, cuts, cap):
+    """Every block's law against ``t`` (:func:`_majorant_into`; a one-token block's law is its hit mass):
+    ``(chain_law, bad, steered)``, ``chain_law`` along the chain and read only on the blocks ``bad`` marks (their
+    rule misses ``t`` by more than ``cap``; ``steered`` of them); the others keep ``t``."""
     nb = cuts.shape[0] - 1
-    chain_law = np.zeros(V)
-    err = np.zeros(nb)
-    _majorant_laws(ts, qs, H, cuts, chain_law, err, cap)
+    chain_law = np.empty(ts.shape[0])
+    err = np.empty(nb)
+    _majorant_into(ts, qs, H, cuts, chain_law, err, cap, False)
+    bad = np.empty(nb, np.bool_)
     steered = 0
     for b in range(nb):
         a, e = cuts[b], cuts[b + 1]
         if e - a == 1:
             chain_law[a] = H[a + 1] - H[a] if qs[a] > 0.0 else 0.0
             err[b] = abs(chain_law[a] - ts[a])
-        bad = err[b] > cap
-        if bad:
+        bad[b] = err[b] > cap
+        if bad[b]:
             steered += 1
-        for k in range(a, e):
-            law[order[k]] = max(chain_law[k], 0.0) if bad else ts[k]
-    return steered
+    return chain_law, bad, steered
 
 
 @_jit
@@ -993,32 +1004,20 @@ def _wor_chord_setup(p, q, n_eff, m, h, unit, offsets, d, tight, cap):
 @_jit
 def _scatter_plan(order, cuts, H, cap, K, qs, ts, t, pos, law, block):
     """What :func:`_plan_along` and :func:`~._candidate_kernels._block_index` give, after ``qs``, ``ts`` (and the
-    mass above each position) along the chain: the blocks' laws checked (:func:`_majorant_into`; a one-token
-    block's law is its hit mass), then one scatter a block that writes every token's ``t``, chain position,
-    law and block. Returns ``(steered blocks, blocks holding draft mass, first tail block or -1)``."""
-    V = order.shape[0]
-    nb = cuts.shape[0] - 1
-    chain_law = np.empty(V)
-    err = np.empty(nb)
-    _majorant_into(ts, qs, H, cuts, chain_law, err, cap, False)
-    steered = 0
+    mass above each position) along the chain: the blocks' laws checked (:func:`_checked_blocks`), then one
+    scatter a block that writes every token's ``t``, chain position, law and block. Returns ``(steered blocks, blocks holding draft mass, first tail block or -1)``."""
+    chain_law, bad, steered = _checked_blocks(ts, qs, H, cuts, cap)
     count = 0
     first_tail = -1
     none = np.iinfo(np.int64).max
-    for b in range(nb):
+    for b in range(cuts.shape[0] - 1):
         a, e = cuts[b], cuts[b + 1]
-        if e - a == 1:
-            chain_law[a] = H[a + 1] - H[a] if qs[a] > 0.0 else 0.0
-            err[b] = abs(chain_law[a] - ts[a])
-        bad = err[b] > cap
-        if bad:
-            steered += 1
         found = False
         for k in range(a, e):
             y = order[k]
             t[y] = ts[k]
             pos[y] = k
-            law[y] = max(chain_law[k], 0.0) if bad else ts[k]
+            law[y] = max(chain_law[k], 0.0) if bad[b] else ts[k]
             if qs[k] > 0.0:
                 block[y] = count
                 found = True
