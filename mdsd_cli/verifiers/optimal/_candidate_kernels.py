@@ -261,25 +261,22 @@ def _chain_targets(ps, qs, H, tight, ts, cuts):
     ``ps, qs`` are ``p, q`` along the chain and ``H[k] = P(X hits chain[:k])``. Fills ``ts`` (the
     candidate law along the chain) and ``cuts``; returns ``(K, number of cuts)``. The sums run in
     the order numpy's cumulative sums take them. Passes over the chain: the prefix sums of ``p`` with
-    ``min (H - P)``, the scan for ``K`` from the end, the tail's prefix sums of ``p`` and (from its end)
+    ``min (H - P)`` and ``K``, the tail's prefix sums of ``p`` and (from its end)
     the search for ``kappa`` where the tail is floored, then one pass that writes the tail's targets and
     finds the tight cuts."""
     V = ps.shape[0]
-    Pc = np.empty(V + 1)
-    Pc[0] = 0.0
+    # K: the last prefix within 1e-13 of min (H - P), in the same pass (after the minimum's last fall, the running
+    # minimum is the final one, and every earlier candidate lies before that fall)
     gmin = H[0]
+    K = 0
     run = 0.0
     for k in range(V):
         run += ps[k]
-        Pc[k + 1] = run
         g = H[k + 1] - run
         if g < gmin:
             gmin = g
-    K = 0
-    for k in range(V, -1, -1):
-        if H[k] - Pc[k] <= gmin + 1e-13:
-            K = k
-            break
+        if g <= gmin + 1e-13:
+            K = k + 1
     # suffix sums of ps within A* = [0, K) (suf[K] = 0); the tail's [K, V) only as a total, used at K = 0
     suf = np.empty(K + 1)
     suf[K] = 0.0

@@ -766,20 +766,14 @@ def _majorant_into(ts, qs, Hc, cuts, law, err, cap, fill):
         err[i] = 0.0
         if m < 2:
             continue
-        T[0] = 0.0
-        Q[0] = 0.0
-        Y[0] = 0.0
-        excess = 0.0
-        tk, qk = 0.0, 0.0  # the prefix sums, carried in registers
-        for k in range(1, m + 1):
-            tk += ts[A + k - 1]
-            qk += qs[A + k - 1]
-            y = tk - (Hc[A + k] - Hc[A])
-            T[k] = tk
-            Q[k] = qk
-            Y[k] = y
-            excess = max(excess, y)
-        if cap >= 0.0:
+        if cap >= 0.0:  # the check first, on the prefix sums in registers (stored below only if it fails)
+            excess = 0.0
+            tk = 0.0
+            y = 0.0
+            for k in range(1, m + 1):
+                tk += ts[A + k - 1]
+                y = tk - (Hc[A + k] - Hc[A])
+                excess = max(excess, y)
             above = 0.0  # sum of (S - s) q: how far T may lie under its concave majorant
             top = 0.0
             for k in range(m - 1, -1, -1):
@@ -790,13 +784,23 @@ def _majorant_into(ts, qs, Hc, cuts, law, err, cap, fill):
                 elif t != 0.0:  # mass on an undrafted token: T jumps
                     above = np.inf
                     break
-            bound = 2.0 * (above + max(excess, -Y[m]))
+            bound = 2.0 * (above + max(excess, -y))  # y = Y[m]
             if bound <= cap:
                 if fill:
                     for k in range(m):
                         law[A + k] = ts[A + k]
                 err[i] = bound
                 continue
+        T[0] = 0.0
+        Q[0] = 0.0
+        Y[0] = 0.0
+        tk, qk = 0.0, 0.0  # the prefix sums, carried in registers
+        for k in range(1, m + 1):
+            tk += ts[A + k - 1]
+            qk += qs[A + k - 1]
+            T[k] = tk
+            Q[k] = qk
+            Y[k] = tk - (Hc[A + k] - Hc[A])
         if st0.shape[0] == 0:
             st0 = np.empty(V + 1, np.int64)
             st1 = np.empty(V + 1, np.int64)
