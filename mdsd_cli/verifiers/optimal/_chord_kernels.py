@@ -449,14 +449,15 @@ def _tree_hull(T, H, Q, use_hull):
     Ties between equal slopes go to either point."""
     m = T.shape[0] - 1
     cap = 2 * m + 1
-    na = np.empty(cap, np.int64)
+    na = np.empty(cap, np.int64)  # a node's entries are written when it is made (a tree has a few dozen of 2m + 1)
     nb = np.empty(cap, np.int64)
-    nrho = np.zeros(cap)
-    nc = np.full(cap, -1, np.int64)
-    nl = np.full(cap, -1, np.int64)
-    nr = np.full(cap, -1, np.int64)
+    nrho = np.empty(cap)
+    nc = np.empty(cap, np.int64)
+    nl = np.empty(cap, np.int64)
+    nr = np.empty(cap, np.int64)
     ceil = np.empty(cap)
     na[0], nb[0], ceil[0] = 0, m, 1.0
+    nrho[0], nc[0], nl[0], nr[0] = 0.0, -1, -1, -1
     count = 1
     pending = np.empty(cap, np.int64)
     pending[0] = 0
@@ -518,6 +519,8 @@ def _tree_hull(T, H, Q, use_hull):
             count += 2
             na[left], nb[left], ceil[left] = a, c, nrho[i]
             na[right], nb[right], ceil[right] = c, b, nrho[i]
+            for child in (left, right):  # a leaf until it is split
+                nrho[child], nc[child], nl[child], nr[child] = 0.0, -1, -1, -1
             nl[i], nr[i] = left, right
             if b - c >= c - a:  # go on along the larger half: the right one
                 pending[npend] = left
