@@ -627,23 +627,71 @@ def _bridge(T, H, Q, u, j, st):
 
 
 @_jit
+def _bridge_along(ts, qs, Hc, A, B, u, j, st, sx, sy):
+    """:func:`_bridge` on block ``[A, B)`` from the chain's arrays, the block's prefix sums taken as the hull
+    goes (the same floats as :func:`_block_sums` gives, each stack entry keeping its point): one pick on a
+    block without its tree writes no block arrays. Returns ``(a, b)`` relative to ``A``."""
+    m = B - A
+    h0 = Hc[A]
+    top = 0
+    tk, qk = 0.0, 0.0
+    for k in range(m + 1):
+        if k > 0:
+            tk += ts[A + k - 1]
+            qk += qs[A + k - 1]
+        yk = tk - u * (Hc[A + k] - h0)
+        while top >= 2:
+            x0, y0 = sx[top - 2], sy[top - 2]
+            if (sy[top - 1] - y0) * (qk - x0) <= (yk - y0) * (sx[top - 1] - x0):
+                top -= 1
+            else:
+                break
+        st[top] = k
+        sx[top] = qk
+        sy[top] = yk
+        top += 1
+    a = 0
+    b = m
+    for s in range(top):
+        if st[s] <= j:
+            a = st[s]
+        else:
+            b = st[s]
+            break
+    return a, b
+
+
+@_jit
+def _mass_along(qs, A, a, b):
+    """:func:`_mass` of the segment ``[a, b)`` of block ``[A, B)`` (relative positions) from the chain's ``q``:
+    the double-double prefix sums of :func:`_block_sums` up to ``b``, carried in registers."""
+    s, c = 0.0, 0.0
+    sa, ca = 0.0, 0.0
+    for k in range(b):
+        if k == a:
+            sa, ca = s, c
+        s, c = _compensated_add(s, c, qs[A + k])
+    return (s - sa) + (c - ca)
+
+
+@_jit
 def _chord_pick(ts, qs, Hc, q, pos, above, A, B, drafts, u, v, total, exact_kappa):
     """:meth:`~mdsd_cli.verifiers.optimal.chords.ChordPlan.pick` on block ``[A, B)`` of the chain by its bridge,
-    in one call (``drafts``: distinct, increasing): the block's sums (:func:`_block_sums`), the segment
-    ``[a, b)`` (:func:`_bridge`), ``kappa``, the segment rule (:func:`_segment_rule`) and the draw from ``v``.
+    in one call (``drafts``: distinct, increasing): the segment ``[a, b)`` (:func:`_bridge_along`, the block's
+    sums taken as it goes), ``kappa`` (:func:`_mass_along`), the segment rule (:func:`_segment_rule`) and the draw from ``v``.
     Returns ``(token, a, b)``; ``token`` is -1 where the Python rule must decide with the segment (``kappa``
     past ``exact_kappa``: decimal arithmetic; drafts holding all but 1e-3 of the mass; a non-finite or
     negative rule). The sums over the drafts run in order (numpy's for fewer than eight)."""
-    T, Q, H, Qh, Ql = _block_sums(ts, qs, Hc, A, B)
     st = np.empty(B - A + 1, np.int64)
+    sx, sy = np.empty(B - A + 1), np.empty(B - A + 1)
     n = drafts.shape[0]
     j = pos[drafts[0]]
     inside = 0.0
     for i in range(n):
         j = min(j, pos[drafts[i]])
         inside += q[drafts[i]]
-    a, b = _bridge(T, H, Q, u, j - A, st)
-    kappa = above[a + A] / _mass(Qh, Ql, a, b)
+    a, b = _bridge_along(ts, qs, Hc, A, B, u, j - A, st, sx, sy)
+    kappa = above[a + A] / _mass_along(qs, A, a, b)
     a += A
     b += A
     if not total - inside >= 1e-3 * total:
