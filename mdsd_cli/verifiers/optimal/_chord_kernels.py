@@ -614,9 +614,15 @@ def _upper_hull(T, H, Q, u, st):
 def _bridge(T, H, Q, u, j, st):
     """``(a, b)``: the edge of the concave majorant of ``(Q_k, T_k - u H_k)`` over token ``j`` (the
     vertices ``a <= j < b`` next to it) - the segment of the nested partition at level ``u``."""
-    top = _upper_hull(T, H, Q, u, st)
+    return _edge_over(st, _upper_hull(T, H, Q, u, st), j, T.shape[0] - 1)
+
+
+@_jit
+def _edge_over(st, top, j, m):
+    """The hull's edge over token ``j``: its vertices ``a <= j < b`` (``st[:top]``, increasing; 0 and ``m``
+    if none lies on that side)."""
     a = 0
-    b = T.shape[0] - 1
+    b = m
     for s in range(top):
         if st[s] <= j:
             a = st[s]
@@ -650,15 +656,7 @@ def _bridge_along(ts, qs, Hc, A, B, u, j, st, sx, sy):
         sx[top] = qk
         sy[top] = yk
         top += 1
-    a = 0
-    b = m
-    for s in range(top):
-        if st[s] <= j:
-            a = st[s]
-        else:
-            b = st[s]
-            break
-    return a, b
+    return _edge_over(st, top, j, m)
 
 
 @_jit
