@@ -109,6 +109,35 @@ def test_when_n_reaches_the_support_the_drafts_are_the_support(sampler):
                 assert sorted(set(sample_drafts(q, n, sampler=sampler, rng=0).tolist())) == np.flatnonzero(q).tolist()
 
 
+def test_wor_drafts_up_to_the_quadratures_limit_match_the_hypergeometric_law_and_past_it_are_refused():
+    """Found by review: the wor quadrature lost digits past ~130 drafts below the support (3e-11 at n = 140 of
+    150 tokens, a wrong 0.84 for 0.9975 at n = 399 of 400) and from n = 170 took ``(n + 1)!`` as a float
+    (OverflowError). Uniform q has a closed form, ``P(X misses k tokens) = C(V - k, n) / C(V, n)``: exact to
+    1e-13 up to ``MAX_WOR_DRAFTS``; past it and below the support a one-line SizeLimitError; at or above the
+    support (every token drafted, n up to 500) exact again."""
+    import math
+
+    from mdsd_cli._wor_kernel import MAX_WOR_DRAFTS
+    from mdsd_cli.errors import SizeLimitError
+    from mdsd_cli.samplers import hit_probability_chain
+
+    V = 400
+    q = np.full(V, 1.0 / V)
+    p = np.random.default_rng(3).dirichlet(np.ones(V))
+    for n in (64, MAX_WOR_DRAFTS, V, 500):
+        H = hit_probability_chain(q, n, np.arange(V), sampler="wor")
+        exact = np.array([1.0 - math.comb(V - k, min(n, V)) / math.comb(V, min(n, V)) for k in range(V + 1)])
+        np.testing.assert_allclose(H, exact, rtol=0, atol=1e-13)
+        best = min(1.0 - p[np.argsort(-p)][:k].sum() + exact[k] for k in range(V + 1))  # p/q order = p order here
+        assert optimal_acceptance(p, q, n, sampler="wor") == pytest.approx(best, abs=1e-12)
+    for n in (MAX_WOR_DRAFTS + 1, 170, V - 1):
+        for call in (lambda: hit_probability_chain(q, n, np.arange(V), sampler="wor"),
+                     lambda: optimal_acceptance(p, q, n, sampler="wor")):
+            with pytest.raises(SizeLimitError, match=f"use at most {MAX_WOR_DRAFTS} wor drafts") as info:
+                call()
+            assert "\n" not in str(info.value)
+
+
 def test_iid_with_more_drafts_than_tokens():
     rng = np.random.default_rng(8)
     for V in (2, 3, 4):

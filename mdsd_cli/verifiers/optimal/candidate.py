@@ -167,8 +167,10 @@ def wor_grid(n_eff: int) -> tuple:
 def _wor_chain_targets(p: np.ndarray, q: np.ndarray, n_eff: int, hits: bool):
     """:func:`chain_targets` for ``n_eff >= 3`` drafts without replacement in one compiled call
     (:func:`~._candidate_kernels._wor_chain`: the chain, the quadrature's grid and hit chain, the targets)."""
+    from ..._wor_kernel import check_wor_drafts
     from ._candidate_kernels import _wor_chain
 
+    check_wor_drafts(n_eff, int(np.count_nonzero(q > 0)))
     V = p.size
     order, t, cuts = np.empty(V, np.int64), np.empty(V), np.empty(V + 2, np.int64)
     K, ncut, H = _wor_chain(np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
