@@ -452,6 +452,35 @@ def test_walk_stops_at_an_accepted_eos_inside_the_path():
             assert [(v.node, v.output, v.accepted) for v in walk.visits] == [(0, eos, True)]
 
 
+@pytest.mark.parametrize("call,fragment", [
+    (lambda v, t, L, P: v.walk(t, L, float("nan"), "iid", 0), "temperature must be finite"),
+    (lambda v, t, L, P: v.walk(t, L, -1.0, "iid", 0), "temperature must be finite and >= 0"),
+    (lambda v, t, L, P: v.walk(t, L, 1.0, "greedy", 0), "lossless for iid/wor drafts only"),
+    (lambda v, t, L, P: v.walk(t, L, 1.0, "x", 0), "unknown"),
+    (lambda v, t, L, P: v.walk(t, L[:1], 1.0, "iid", 0), "one row"),
+    (lambda v, t, L, P: v.walk(t, L[:, :2], 1.0, "iid", 0), "share one vocabulary"),
+    (lambda v, t, L, P: v.output_law(t, P, "greedy"), "lossless for iid/wor drafts only"),
+    (lambda v, t, L, P: v.output_law(t, P[:1], "iid"), "one row"),
+    (lambda v, t, L, P: v.expected_tokens(t, P, "hub"), "lossless for iid/wor drafts only"),
+])
+def test_sequence_verifiers_refuse_what_they_cannot_verify(call, fragment):
+    """Found by review: a sequence verifier's walk took a NaN or negative temperature (NaN or reversed laws), any
+    sampler name (``traversal`` on greedy drafts, which it is not lossless for) and logits of another width, and
+    raised IndexError on too few rows; each is now a one-line InputError, for every sequence verifier."""
+    from mdsd_cli.decode.drafting import DraftTree
+
+    q = np.array([0.2, 0.3, 0.5])
+    tree = DraftTree()
+    tree.add(0, 1)
+    tree.add(0, 2)
+    tree.q[0], tree.drafts[0], tree.n[0] = q, np.array([1, 2]), 2
+    logits, P = np.log(np.tile([0.4, 0.4, 0.2], (3, 1))), [np.array([0.4, 0.4, 0.2])] * 3
+    for name, verifier in SEQUENCE_VERIFIERS.items():
+        with pytest.raises(InputError, match=fragment) as info:
+            call(verifier, tree, logits, P)
+        assert "\n" not in str(info.value), name
+
+
 def exact_two_token_law_with_eos(target, prompt, eos):
     """The target's law of the first two tokens, generation stopping at ``eos`` (row ``eos``: all its mass at
     ``(eos, eos)``, which stands for the one-token output ``[eos]``)."""

@@ -54,6 +54,11 @@ class TemperedRows:
     def __len__(self) -> int:
         return self._x.shape[0]
 
+    @property
+    def vocab_size(self) -> int:
+        """V: the rows' width."""
+        return self._x.shape[1]
+
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)):
             k = range(len(self))[int(key)]

@@ -103,7 +103,9 @@ import numpy as np
 
 from .._jit import kernel, numba_enabled
 from .._radix import _radix_argsort, stable_argsort
+from ..distributions import as_rng, check_temperature
 from ..errors import InputError
+from ..samplers import get_sampler
 from ..verifiers.base import sample_from_law
 from .drafting import DraftTree
 from .exact import _path as _path_to
@@ -154,6 +156,18 @@ class SequenceVerifier:
             raise InputError(f"block verifies one chain; tree {tree.label} has nodes with "
                              f"{max(tree.widths)} children; use 1x{tree.depth} or --verifier traversal")
 
+    def check_sampler(self, sampler: str) -> None:
+        """Raise :class:`InputError` unless this verifier is lossless for ``sampler``'s drafts (a parametric law,
+        ``wor:temperature=0.8``, by its kind)."""
+        if get_sampler(sampler).kind not in self.samplers:
+            raise InputError(f"{self.name} is lossless for {'/'.join(self.samplers)} drafts only, not {sampler!r}")
+
+    @staticmethod
+    def _check_rows(tree: DraftTree, rows: int) -> None:
+        if rows < tree.size:
+            raise InputError(f"the tree has {tree.size} nodes but {rows} target row(s) were given; give one row "
+                             "(the target's law or logits at that node) per node, root first")
+
     # --- the law of one step, given the tree -----------------------------------------------------
     def output_law(self, tree: DraftTree, P: list, sampler: str) -> dict[tuple[int, ...], float]:
         """Exact law of the step's appended tokens given the drawn ``tree``, as ``{tokens: probability}``.
@@ -161,11 +175,15 @@ class SequenceVerifier:
         ``P[i]`` is the target's law at node ``i``. Tokens are the accepted path
         followed by the bonus/correction token.
         """
+        self.check_sampler(sampler)
+        self._check_rows(tree, len(P))
         return _LAWS[self.name](tree, P, sampler)
 
     def expected_tokens(self, tree: DraftTree, P: list, sampler: str, eos_token_id: int | None = None) -> float:
         """The expected number of tokens the step appends given the drawn ``tree``: the mean length of
         :meth:`output_law`'s blocks (cut after an accepted end-of-sequence token), without building it."""
+        self.check_sampler(sampler)
+        self._check_rows(tree, len(P))
         out = _Lengths(eos_token_id)
         _LAWS[self.name](tree, P, sampler, out)
         return out.total
@@ -181,8 +199,13 @@ class SequenceVerifier:
         """One step: verify ``tree`` against the target's logits at its nodes and draw the appended tokens
         (``cache``: prepared per-node verifiers, see :meth:`per_node`; the same outputs, less time)."""
         t0 = time.perf_counter()
-        P = TemperedRows(target_logits, temperature)  # the rows the walk reads, tempered as it reads them
-        node, bonus = _SAMPLES[self.name](tree, P, sampler, rng, cache)
+        self.check_sampler(sampler)
+        P = TemperedRows(target_logits, check_temperature(temperature))  # the rows the walk reads, tempered as it reads them
+        self._check_rows(tree, len(P))
+        if tree.children[0] and P.vocab_size != tree.q[0].size:
+            raise InputError(f"the target's logits have V = {P.vocab_size} but the tree's draft laws V = "
+                             f"{tree.q[0].size}; the two models must share one vocabulary")
+        node, bonus = _SAMPLES[self.name](tree, P, sampler, as_rng(rng), cache)
         return accepted_path_result(tree, node, bonus, eos_token_id, t0, lambda visited: P[visited])
 
 
