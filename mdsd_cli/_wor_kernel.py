@@ -54,7 +54,6 @@ import numpy as np
 
 from ._jit import numba_enabled
 
-
 #: Most drafts without replacement the quadrature takes below the support's size: checked against the
 #: hypergeometric law (uniform q) to 1e-13 up to here (7e-14 at n = 128, V = 400 and 2,000); past it the fixed
 #: step and the runs' moments lose digits (3e-11 at n = 140 of 150; whole percents at n = 360 of 400). At or

@@ -131,8 +131,8 @@ def test_wor_drafts_up_to_the_quadratures_limit_match_the_hypergeometric_law_and
         best = min(1.0 - p[np.argsort(-p)][:k].sum() + exact[k] for k in range(V + 1))  # p/q order = p order here
         assert optimal_acceptance(p, q, n, sampler="wor") == pytest.approx(best, abs=1e-12)
     for n in (MAX_WOR_DRAFTS + 1, 170, V - 1):
-        for call in (lambda: hit_probability_chain(q, n, np.arange(V), sampler="wor"),
-                     lambda: optimal_acceptance(p, q, n, sampler="wor")):
+        for call in (lambda n=n: hit_probability_chain(q, n, np.arange(V), sampler="wor"),
+                     lambda n=n: optimal_acceptance(p, q, n, sampler="wor")):
             with pytest.raises(SizeLimitError, match=f"use at most {MAX_WOR_DRAFTS} wor drafts") as info:
                 call()
             assert "\n" not in str(info.value)
