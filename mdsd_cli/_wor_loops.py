@@ -324,35 +324,38 @@ def _join_run(qs, W, k, lo, r, S, C, n_eff, four, p0, p1, p2, p3, pmf, less, E, 
         _fill(Wlo, t, m, G, S2, E)
         while G2 < G and Wlo * t[G2] <= 50.0:
             G2 += 1
-    # every position's H from the moments, vectorised over the run's positions pos = k - i: the sum
-    # sum_l C(j, l) M_l nested as M_0 + j (M_1 + (j - 1) / 2 (M_2 + ...)) (the factor j - l + 1 is 0 at
-    # l = j + 1, so the terms above j vanish), then the left tail by Horner in W t_lo
+    # every position's H from the moments, vectorised over the run's positions pos = lo + x (in memory order):
+    # the sum sum_l C(j, l) M_l nested as M_0 + j (M_1 + (j - 1) / 2 (M_2 + ...)) with j the tokens joined from
+    # k down to pos (the factor j - l + 1 is 0 at l = j + 1, so the terms above j vanish), then the left tail
+    # by Horner in W t_lo
     M = d.shape[0]
     npos = k - lo + 1
     jv, av, tv = span[0], span[1], span[2]
-    j = 0
-    gaps = False
-    for i in range(npos):
-        if qs[k - i] > 0.0:
-            j += 1
-        else:
-            gaps = True
-        jv[i] = j
-    for i in range(npos):
-        av[i] = mom[L]
+    gaps = npos != r  # zeros between the run's tokens
+    if gaps:
+        j = 0
+        for i in range(npos):
+            if qs[k - i] > 0.0:
+                j += 1
+            jv[npos - 1 - i] = j
+    else:  # every position holds a token: j = k - pos + 1
+        for x in range(npos):
+            jv[x] = npos - x
+    for x in range(npos):
+        av[x] = mom[L]
     for ell in range(L, 0, -1):
         low, inv, off = mom[ell - 1], 1.0 / ell, ell - 1.0
-        for i in range(npos):
-            av[i] = low + (jv[i] - off) * inv * av[i]
-    for i in range(npos):
-        tv[i] = d[M - 1]
+        for x in range(npos):
+            av[x] = low + (jv[x] - off) * inv * av[x]
+    for x in range(npos):
+        tv[x] = d[M - 1]
     for mm in range(M - 2, -1, -1):
         dm = d[mm]
-        for i in range(npos):
-            tv[i] = dm - W[k - i] * t_lo * tv[i]
-    for i in range(npos):
-        v = W[k - i] * (h * av[i] + t_lo * tv[i])
-        H[k - i] = min(max(v, 0.0), 1.0)
+        for x in range(npos):
+            tv[x] = dm - W[lo + x] * t_lo * tv[x]
+    for x in range(npos):
+        v = W[lo + x] * (h * av[x] + t_lo * tv[x])
+        H[lo + x] = min(max(v, 0.0), 1.0)
     if gaps or count < n_eff or W[lo] <= 0.0:  # zeros (H as above them), fewer than n drafted tokens, no prefix
         for i in range(npos):
             pos = k - i
