@@ -245,8 +245,19 @@ def _float_words_into(x):  # pragma: no cover - compiled (through _ties_by_mass,
 def _radix_argsort(keys, out):  # pragma: no cover - compiled (numpy's stable argsort is the reference)
     """``out`` = the stable ascending order of ``keys`` (float64, 1-D): the keys as unsigned words in the same
     order, sorted with their indices (counted where they take few values, :func:`_few_argsort`)."""
-    n = keys.shape[0]
-    bits = _float_words(keys)
+    _argsort_words(_float_words(keys), out)
+
+
+@kernel
+def _radix_argsort_into(keys, out):  # pragma: no cover - compiled (through race_tables, against numpy's)
+    """:func:`_radix_argsort` that overwrites ``keys`` with their words (no copy; the caller is done with them)."""
+    _argsort_words(_float_words_into(keys), out)
+
+
+@kernel
+def _argsort_words(bits, out):  # pragma: no cover - compiled
+    """``out`` = the stable order of the unsigned words ``bits`` (sorted in place unless counted)."""
+    n = bits.shape[0]
     if n > 2 * FEW_SHARE and _few_argsort(bits, bits[:0], out, n // FEW_SHARE):
         return
     for i in range(n):

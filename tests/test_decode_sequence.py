@@ -331,9 +331,12 @@ def test_race_tables_are_the_enumerated_race(K, V, seed):
     assert np.allclose(b2, beta, rtol=0, atol=1e-15) and np.allclose(f2, f, rtol=0, atol=1e-15)
     assert np.array_equal(r2, rank)
     keys, kj, kz = np.empty(K * V), np.empty(K * V, dtype=np.int64), np.empty(K * V, dtype=np.int64)
-    live = getattr(_race_keys, "py_func", _race_keys)(caps, cands, keys, kj, kz)
+    r3, b3, f3 = np.full((K, V), 7, dtype=np.int64), np.full((K, V), 7.0), np.full((K, V), 7.0)
+    live = getattr(_race_keys, "py_func", _race_keys)(caps, cands, keys, kj, kz, r3, b3, f3)
     assert live == int((rank >= 0).sum()) and np.array_equal(kj[:live] * V + kz[:live],
                                                              np.flatnonzero(rank.ravel() >= 0))
+    off = rank < 0  # the pairs off the race get their entries here, the others are left to the pass
+    assert (r3[off] == -1).all() and (b3[off] == 0).all() and (f3[off] == 0).all() and (r3[~off] == 7).all()
     assert rank[0, -1] < rank[1, -1]  # the tie goes to the smaller child
 
 

@@ -102,7 +102,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._jit import kernel, numba_enabled
-from .._radix import _radix_argsort, stable_argsort
+from .._radix import _radix_argsort_into, stable_argsort
 from ..distributions import as_rng, check_temperature
 from ..errors import InputError
 from ..samplers import get_sampler
@@ -724,9 +724,10 @@ def _select_traversal_sample(tree, P, sampler, rng, cache=None):
 # --- select-race: the children's candidates race by their cap-to-candidate ratio ---------------------------
 
 @kernel
-def _race_keys(caps, cands, keys, js, zs):  # pragma: no cover - compiled (the plain version is tested)
+def _race_keys(caps, cands, keys, js, zs, rank, beta, deep):  # pragma: no cover - compiled (the plain version is tested)
     """The race's sort keys: ``-caps / cands`` of every pair with both positive, with the pair's child ``j``
-    and token ``z``, in row-major order; returns how many."""
+    and token ``z``, in row-major order; every other pair's table entries set off the race (rank -1, beta and
+    ``f`` 0: the pass writes every entry of the pairs in the race). Returns how many pairs race."""
     K, V = caps.shape
     count = 0
     for j in range(K):
@@ -736,6 +737,10 @@ def _race_keys(caps, cands, keys, js, zs):  # pragma: no cover - compiled (the p
                 js[count] = j
                 zs[count] = z
                 count += 1
+            else:
+                rank[j, z] = -1
+                beta[j, z] = 0.0
+                deep[j, z] = 0.0
     return count
 
 
@@ -772,6 +777,9 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
                     beta[j, z] = b
                     deep[j, z] = min(tr * b, c)  # f <= caps also where rounding in denormals would pass it
                     s -= t * b
+            else:  # no reach left: the pair is ranked but never tried
+                beta[j, z] = 0.0
+                deep[j, z] = 0.0
             e += 1
         S[j] = s
         p = e
@@ -779,22 +787,17 @@ def _race_pass(js, zs, caps, cands, beta, deep, rank):  # pragma: no cover - com
 
 @kernel
 def _race_all(caps, cands):  # pragma: no cover - compiled (race_tables' numpy path is tested)
-    """The whole race in one compiled call: the keys, their stable radix sort and the pass; returns ``(rank,
-    beta, deep)``, every entry written here (-1 and 0 off the race: no tables cleared beforehand)."""
+    """The whole race in one compiled call: the keys, their stable radix sort (the keys made its words in place)
+    and the pass; returns ``(rank, beta, deep)``, every entry written once (no tables cleared beforehand)."""
     K, V = caps.shape
     beta, deep = np.empty((K, V)), np.empty((K, V))
     rank = np.empty((K, V), dtype=np.int64)
-    for j in range(K):
-        for z in range(V):
-            rank[j, z] = -1
-            beta[j, z] = 0.0
-            deep[j, z] = 0.0
     keys = np.empty(K * V)
     jk = np.empty(K * V, dtype=np.int64)
     zk = np.empty(K * V, dtype=np.int64)
-    live = _race_keys(caps, cands, keys, jk, zk)
+    live = _race_keys(caps, cands, keys, jk, zk, rank, beta, deep)
     idx = np.empty(live, dtype=np.int64)
-    _radix_argsort(keys[:live], idx)
+    _radix_argsort_into(keys[:live], idx)
     js = np.empty(live, dtype=np.int64)
     zs = np.empty(live, dtype=np.int64)
     for p in range(live):
@@ -815,10 +818,10 @@ def race_tables(caps: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.nda
     caps, cands = np.ascontiguousarray(caps, dtype=float), np.ascontiguousarray(cands, dtype=float)
     if numba_enabled() and K * V > 1:
         return _race_all(caps, cands)
-    beta, deep = np.zeros((K, V)), np.zeros((K, V))
-    rank = np.full((K, V), -1, dtype=np.int64)
+    beta, deep = np.empty((K, V)), np.empty((K, V))
+    rank = np.empty((K, V), dtype=np.int64)
     keys, js, zs = np.empty(K * V), np.empty(K * V, dtype=np.int64), np.empty(K * V, dtype=np.int64)
-    live = _race_keys(caps, cands, keys, js, zs)  # row-major: j, then z
+    live = _race_keys(caps, cands, keys, js, zs, rank, beta, deep)  # row-major: j, then z
     # ties in row-major order: a stable sort (radix when compiled; the keys tie by the thousand, where t_j = P_j)
     order = stable_argsort(keys[:live])
     js, zs = js[order], zs[order]
