@@ -100,7 +100,8 @@ def _check_rows(raw: np.ndarray, roundoff: float, stored: str, *, name: str, ren
     if atol is None:
         atol = sum_tolerance(roundoff, arr.shape[1],
                              subnormal_step=_FLOAT16_SUBNORMAL_HALF_STEP if stored == "float16" else 0.0)
-    sums = arr.sum(axis=1)
+    with np.errstate(over="ignore"):  # a sum past the float64 range is refused below, without numpy's warning
+        sums = arr.sum(axis=1)
     if not np.isfinite(sums).all():  # NaN/inf entries make the row sum non-finite
         bad = ~np.isfinite(arr)
         if bad.any():
@@ -109,6 +110,10 @@ def _check_rows(raw: np.ndarray, roundoff: float, stored: str, *, name: str, ren
                 f"{name} row {row} has a non-finite value ({arr[row, col]}) at token {col}; "
                 "probabilities must be finite numbers"
             )
+        if (arr >= 0).all():  # finite entries whose sum overflows: renormalising would divide by inf
+            row = int(np.argmax(~np.isfinite(sums)))
+            raise InputError(f"{name} row {row} sums past the largest float64 (entries up to "
+                             f"{arr[row].max():.3g}); divide it by its largest entry first")
     if arr.min() < 0:
         row, col = (int(i) for i in np.argwhere(arr < 0)[0])
         raise InputError(

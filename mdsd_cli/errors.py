@@ -31,6 +31,26 @@ def option(flag: str, keyword: str) -> str:
 USE_CHAIN = option("--solver chain", "solver='chain'")
 
 
+def count_text(count: int) -> str:
+    """A count for a message: ``1,234,567``, or ``more than 10^450`` past 30 digits (Python refuses to print
+    integers of more than 4,300 digits, and nobody reads 450)."""
+    if count < 10**30:
+        return f"{count:,}"
+    return f"more than 10^{int((count.bit_length() - 1) * 0.30102999566398)}"
+
+
+def check_integer(value, name: str, minimum: int) -> int:
+    """``value`` as an int, or an :class:`InputError` naming ``name``: an integer (not a bool, not a float such as
+    2.7 that would be cut to 2, not a string) at least ``minimum``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
 def did_you_mean(name, choices) -> str:
     """``"; did you mean 'wor'?"`` when ``name`` is close to one of ``choices``, else ``""``."""
     if not isinstance(name, str):

@@ -540,6 +540,34 @@ def test_verifier_classes_check_their_pair(p, q, fragment):
         assert "\n" not in str(info.value), name
 
 
+_P4, _Q4 = [0.3, 0.4, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]
+
+
+@pytest.mark.parametrize("call,fragment", [
+    (lambda: __import__("mdsd_cli").acceptance_rate("kseq", _P4, _Q4, 2, method="monte-carlo", samples=2.7),
+     "samples must be an integer >= 2, got 2.7"),
+    (lambda: __import__("mdsd_cli").acceptance_rate("kseq", _P4, _Q4, 2, method="monte-carlo", samples="100"),
+     "samples must be an integer"),
+    (lambda: __import__("mdsd_cli").acceptance_rate("kseq", _P4, _Q4, 2, max_tuples=float("nan")),
+     "max_tuples must be an integer >= 1"),
+    (lambda: __import__("mdsd_cli").acceptance_rate("kseq", _P4, _Q4, 2, max_tuples=-1), "max_tuples must be"),
+    (lambda: __import__("mdsd_cli").sample_drafts(_Q4, 2, size=2.5), "size must be an integer >= 0, got 2.5"),
+    (lambda: __import__("mdsd_cli").verify("rrs", _P4, _Q4, 0, rng=0), "drafts must be a 1-D array"),
+    (lambda: __import__("mdsd_cli").check_probabilities([1e308, 1e308, 0, 0], renormalize=True),
+     "sums past the largest float64"),
+    (lambda: __import__("mdsd_cli.samplers", fromlist=["x"]).draft_tuple_law([0.5, 0.5], 20000),
+     r"more than 10\^6020 tuples"),
+])
+def test_library_arguments_that_were_cut_ignored_or_crashed(call, fragment):
+    """Found by review: ``samples=2.7`` ran 2 samples and ``"100"`` ran at all, ``max_tuples=nan`` lifted the limit,
+    ``size=2.5`` drew 2 tuples, a scalar ``drafts`` raised IndexError, a row of two 1e308 renormalised to zeros
+    (its sum overflowed), and a size limit's message printed a 6,000-digit count (ValueError from Python's
+    integer printing): each is a one-line InputError or SizeLimitError now."""
+    with pytest.raises(MdsdError, match=fragment) as info:
+        call()
+    assert "\n" not in str(info.value)
+
+
 def test_verifier_classes_take_what_prepare_verifier_takes():
     """Lists and float32 rows are converted and normalised as ``check_pair`` does, ``renormalize=True`` rescales
     a row, and ``unchecked`` (mdsd's own loops, on validated rows) sets up the same verifier: the same exact

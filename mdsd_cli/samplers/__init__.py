@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from ..distributions import _check_rows, _to_numpy, as_array, as_rng
-from ..errors import InputError, unknown_choice
+from ..errors import InputError, check_integer, unknown_choice
 from .laws import (
     DISTINCT_KINDS,
     MAX_TUPLES,
@@ -123,9 +123,7 @@ def sample_drafts(q, n: int, *, sampler: str = "iid", rng=None, size: int | None
     rng = as_rng(rng)
     if size is None:
         return s.sample(qv, n, rng, 1)[0]
-    if int(size) < 0:
-        raise InputError(f"size must be >= 0, got {size}")
-    return s.sample(qv, n, rng, int(size))
+    return s.sample(qv, n, rng, check_integer(size, "size", 0))
 
 
 def hit_probability_chain(q, n: int, order, *, sampler: str = "iid", renormalize: bool = False) -> np.ndarray:

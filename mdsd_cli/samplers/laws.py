@@ -34,7 +34,7 @@ import numpy as np
 from .._jit import numba_enabled
 from .._wor_kernel import wor_hit_chain
 from ..distributions import check_drafts
-from ..errors import USE_CHAIN, InputError, SizeLimitError
+from ..errors import USE_CHAIN, InputError, SizeLimitError, count_text
 
 #: Largest number of draft tuples :meth:`DraftSampler.tuple_law` will enumerate.
 MAX_TUPLES = 5_000_000
@@ -256,8 +256,8 @@ class DraftSampler:
         count = self.estimate_tuples(q, n)
         if count > max_tuples:
             raise SizeLimitError(
-                f"the exact {self.name} draft law for V={q.size}, n={n} has {count:,} tuples "
-                f"(limit {max_tuples:,}); use the chain solver ({USE_CHAIN}), which needs no enumeration"
+                f"the exact {self.name} draft law for V={q.size}, n={n} has {count_text(count)} tuples "
+                f"(limit {count_text(max_tuples)}); use the chain solver ({USE_CHAIN}), which needs no enumeration"
             )
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributions import as_array, as_rng, check_pair
-from ..errors import InputError, unknown_choice
+from ..errors import InputError, check_integer, unknown_choice
 from .base import BatchVerification, PreparedVerifier, Verification, accepted_index
 from .estimation import (
     MAX_ENUMERATION,
@@ -92,6 +92,8 @@ def prepare_verifier(name: str, p, q, n: int, *, sampler: str | None = None,
 
 
 def _num_drafts(drafts: np.ndarray, n: int | None) -> int:
+    if drafts.ndim == 0:
+        raise InputError(f"drafts must be a 1-D array of integer token ids, got the scalar {drafts.item()!r}")
     return n if n is not None else int(drafts.shape[-1])
 
 
@@ -192,6 +194,7 @@ def acceptance_rate(name: str, p, q, n: int, *, method: str = "exact", samples: 
     """
     if method not in ("exact", "monte-carlo", "auto"):
         raise unknown_choice("method", method, ("exact", "monte-carlo", "auto"))
+    samples, max_tuples = check_integer(samples, "samples", 2), check_integer(max_tuples, "max_tuples", 1)
     cls = get_verifier(name)
     P, Q, batched = check_pair(p, q, renormalize=renormalize)
     streams = as_rng(rng).spawn(P.shape[0]) if batched else [as_rng(rng)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SizeLimitError, option
+from ..errors import SizeLimitError, check_integer, count_text, option
 from ..samplers import MAX_TUPLES
 from .base import PreparedVerifier
 
@@ -22,8 +22,8 @@ def _tuple_law(verifier: PreparedVerifier, max_tuples: int):
     count = verifier.draft_sampler.estimate_tuples(verifier.q, verifier.n)
     if count > max_tuples:
         raise SizeLimitError(
-            f"exact {verifier.name} needs all {count:,} {verifier.sampler} draft tuples at V={verifier.V}, "
-            f"n={verifier.n} (limit {max_tuples:,}); use {USE_MONTE_CARLO}"
+            f"exact {verifier.name} needs all {count_text(count)} {verifier.sampler} draft tuples at V={verifier.V}, "
+            f"n={verifier.n} (limit {count_text(max_tuples)}); use {USE_MONTE_CARLO}"
         )
     return verifier.draft_sampler.tuple_law(verifier.q, verifier.n, max_tuples=max(max_tuples, MAX_TUPLES))
 
@@ -62,9 +62,7 @@ def monte_carlo_rate(verifier: PreparedVerifier, samples: int, rng: np.random.Ge
     Averaging ``P(Y in X | X)`` (not a 0/1 coin) removes the verifier's own
     randomness from the estimate.
     """
-    samples = int(samples)
-    if samples < 2:
-        raise SizeLimitError("Monte Carlo needs at least 2 samples")
+    samples = check_integer(samples, "samples", 2)  # Monte Carlo needs two for a standard error
     total = total_sq = 0.0
     done = 0
     while done < samples:
