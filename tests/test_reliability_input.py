@@ -557,12 +557,16 @@ _P4, _Q4 = [0.3, 0.4, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]
      "sums past the largest float64"),
     (lambda: __import__("mdsd_cli.samplers", fromlist=["x"]).draft_tuple_law([0.5, 0.5], 20000),
      r"more than 10\^6020 tuples"),
+    (lambda: __import__("mdsd_cli").optimal_acceptance([0.5, 0.5], [0.5, 0.5], 20000, solver="primal-lp"),
+     "use the chain solver"),
+    (lambda: __import__("mdsd_cli").acceptance_rate("otm", [0.5, 0.5], [0.5, 0.5], 20000), "more than 10"),
 ])
 def test_library_arguments_that_were_cut_ignored_or_crashed(call, fragment):
     """Found by review: ``samples=2.7`` ran 2 samples and ``"100"`` ran at all, ``max_tuples=nan`` lifted the limit,
     ``size=2.5`` drew 2 tuples, a scalar ``drafts`` raised IndexError, a row of two 1e308 renormalised to zeros
-    (its sum overflowed), and a size limit's message printed a 6,000-digit count (ValueError from Python's
-    integer printing): each is a one-line InputError or SizeLimitError now."""
+    (its sum overflowed), a size limit's message printed a 6,000-digit count (ValueError from Python's
+    integer printing), and the LPs and otm at n = 20,000 built a multiset table of 20,001 x 20,000 ids (the count
+    of multisets passed the limit; their ids did not): each is a one-line InputError or SizeLimitError now."""
     with pytest.raises(MdsdError, match=fragment) as info:
         call()
     assert "\n" not in str(info.value)

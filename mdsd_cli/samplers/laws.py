@@ -319,7 +319,7 @@ class IIDSampler(DraftSampler):
         # Multisets instead of tuples (n! fewer): P = n!/prod(c!) prod q^c.
         support = np.flatnonzero(q > 0)
         count = math.comb(support.size + n - 1, n)
-        if count > max_tuples:
+        if count > max_tuples or count * n > 4 * max_tuples:  # the multisets' table holds count x n ids
             self._check_enumerable(q, n, max_tuples)
         multisets = np.array(list(itertools.combinations_with_replacement(support, n)), dtype=np.int64)
         multisets = multisets.reshape(-1, n)
