@@ -572,6 +572,14 @@ def test_library_arguments_that_were_cut_ignored_or_crashed(call, fragment):
     assert "\n" not in str(info.value)
 
 
+def test_monte_carlo_at_the_largest_number_of_drafts_fits_in_memory():
+    """Found by review: Monte Carlo drew 65,536 tuples a chunk whatever n, 52 GB of ids at n = 100,000 (MemoryError);
+    a chunk now holds at most 2^24 ids. Two tokens drafted 100,000 times are both drafted: acceptance 1."""
+    from mdsd_cli import acceptance_rate
+
+    assert acceptance_rate("rrs", [0.5, 0.5], [0.5, 0.5], 100_000, method="monte-carlo", samples=8, rng=0) == (1.0, 0.0)
+
+
 def test_verifier_classes_take_what_prepare_verifier_takes():
     """Lists and float32 rows are converted and normalised as ``check_pair`` does, ``renormalize=True`` rescales
     a row, and ``unchecked`` (mdsd's own loops, on validated rows) sets up the same verifier: the same exact

@@ -16,6 +16,8 @@ USE_MONTE_CARLO = option("--method monte-carlo", "method='monte-carlo'")
 MAX_ENUMERATION = 200_000
 #: Tuples per Monte Carlo chunk (bounds memory).
 CHUNK = 65_536
+#: Draft ids a chunk holds at most (128 MiB of int64): at n = 100,000 drafts a chunk of CHUNK tuples would be 52 GB.
+CHUNK_IDS = 1 << 24
 
 
 def _tuple_law(verifier: PreparedVerifier, max_tuples: int):
@@ -65,8 +67,9 @@ def monte_carlo_rate(verifier: PreparedVerifier, samples: int, rng: np.random.Ge
     samples = check_integer(samples, "samples", 2)  # Monte Carlo needs two for a standard error
     total = total_sq = 0.0
     done = 0
+    chunk = max(1, min(CHUNK, CHUNK_IDS // max(verifier.n, 1)))  # tuples a chunk: at most CHUNK_IDS draft ids
     while done < samples:
-        m = min(CHUNK, samples - done)
+        m = min(chunk, samples - done)
         drafts = verifier.draft_sampler.sample(verifier.q, verifier.n, rng, m)
         acc = verifier.acceptance(drafts)
         total += float(acc.sum())
