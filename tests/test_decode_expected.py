@@ -167,6 +167,28 @@ def test_recursion_equals_every_draft_tree_enumerated(tree, sampler, verifiers):
             assert abs(got.value - want) < 1e-12, (tree, v, context, got.value, want)
 
 
+def test_per_node_laws_and_walks_take_any_verifier_factory():
+    """Found by running ``make sequence-level``: the exact per-node law and the per-node walk set verifiers up
+    through any callable (the experiment passes a closure over a :class:`~mdsd_cli.decode.walk.VerifierCache`),
+    not only a verifier class; the law is the same either way."""
+    from mdsd_cli.decode.walk import VerifierCache, walk_per_node
+
+    target, draft = synthetic_models(4, seed=9, noise=1.5)
+    P, Q = ConditionalLaws(target, (0, 1), 1.0), ConditionalLaws(draft, (0, 1), 1.0)
+    for tree, _ in list(tree_law(parse_tree("2x2"), "wor", Q))[:5]:
+        rows = list(P.many(tree_paths(tree)))
+        cache = VerifierCache(VERIFIERS["optimal-wor"], "wor")
+        by_class = per_node_output_law(tree, rows, VERIFIERS["optimal-wor"], "wor")
+        by_factory = per_node_output_law(tree, rows, lambda p, q, n, s, c=cache: c(p, q, n), "wor")
+        assert by_class.keys() == by_factory.keys()
+        assert all(abs(by_class[k] - by_factory[k]) <= 1e-15 for k in by_class)
+        logits = np.log(np.maximum(np.array(rows), 1e-300))
+        a = walk_per_node(tree, logits, 1.0, VERIFIERS["optimal-wor"], "wor", np.random.default_rng(1))
+        b = walk_per_node(tree, logits, 1.0, lambda p, q, n, s: VERIFIERS["optimal-wor"](p, q, n, s), "wor",
+                          np.random.default_rng(1))
+        assert a.tokens == b.tokens
+
+
 def test_sequence_level_experiment_values_are_reproduced():
     """The exact column of the committed sequence-level experiment, by the recursion (to the CSV's 12
     significant digits; :func:`test_recursion_equals_every_draft_tree_enumerated` checks the experiment's own

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import SizeLimitError
 from ..samplers import get_sampler
+from ..verifiers.base import set_up
 from .drafting import DraftTree
 from .laws import model_rows, tempered
 from .trees import TreeShape
@@ -121,7 +122,7 @@ def per_node_output_law(tree: DraftTree, P: Sequence[np.ndarray], verifier_cls, 
                 key = (*path, int(y))
                 out[key] = out.get(key, 0.0) + mass * float(P[u][y])
             return
-        law = verifier_cls.unchecked(P[u], tree.q[u], tree.n[u], sampler).output_law(tree.drafts[u])
+        law = set_up(verifier_cls, P[u], tree.q[u], tree.n[u], sampler).output_law(tree.drafts[u])
         for y in np.flatnonzero(law > 0):
             matches = [c for c in tree.children[u] if tree.tokens[c] == y]
             if not matches:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..verifiers.base import sample_from_law
+from ..verifiers.base import sample_from_law, set_up
 from .drafting import DraftTree
 from .laws import tempered
 
@@ -78,7 +78,7 @@ class VerifierCache:
         v = self.entries.pop(key, None)
         if v is None:
             self.misses += 1
-            v = self.verifier_cls.unchecked(p, q, n, self.sampler)
+            v = set_up(self.verifier_cls, p, q, n, self.sampler)
             if len(self.entries) >= self.max_entries:
                 self.entries.pop(next(iter(self.entries)))
         else:
@@ -117,7 +117,7 @@ def walk_per_node(tree: DraftTree, target_logits: np.ndarray, temperature: float
             break
         drafts = tree.drafts[u]
         verifier = (cache(p, tree.q[u], tree.n[u]) if cache is not None
-                    else verifier_cls.unchecked(p, tree.q[u], tree.n[u], sampler))
+                    else set_up(verifier_cls, p, tree.q[u], tree.n[u], sampler))
         y = int(verifier.sample(drafts[None, :], rng)[0])
         out.append(y)
         matches = [c for c in children if tree.tokens[c] == y]

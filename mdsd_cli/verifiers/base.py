@@ -32,6 +32,13 @@ from ..errors import InputError
 from ..samplers import DISTINCT_KINDS, _cdf_draw, get_sampler
 
 
+def set_up(factory, p, q, n: int, sampler: str):
+    """A verifier for rows already validated: ``factory.unchecked(p, q, n, sampler)`` for a verifier class, else
+    ``factory(p, q, n, sampler)`` (any callable that sets one up: a cache, a closure)."""
+    unchecked = getattr(factory, "unchecked", None)
+    return unchecked(p, q, n, sampler) if unchecked is not None else factory(p, q, n, sampler)
+
+
 def _checked_row_pair(p, q, renormalize: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(p, q)`` as float64 rows ``[V]``, validated: float64 vectors of one shape, no negative entry, each
     summing to 1 within 1e-12 pass in two passes each (NaN and infinities fail the sum); anything else goes
