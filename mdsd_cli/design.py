@@ -190,6 +190,20 @@ def _split(num_pairs: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[:half]), np.sort(order[half:])
 
 
+def _listed(value, what: str, *, empty: bool = False) -> list:
+    """An argument that takes one value or several as a list: a bare string is one name (not its characters), a
+    number one value; an empty list is refused unless ``empty``."""
+    if isinstance(value, np.ndarray):
+        items = value.ravel().tolist()
+    elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        items = list(value)
+    else:
+        return [value]
+    if not items and not empty:
+        raise InputError(f"{what} is empty; give at least one value")
+    return items
+
+
 def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
                   grid: Mapping[str, Iterable[float]] | None = None, samplers: Iterable[str] = ("wor",),
                   temperatures: Iterable[float] | None = None, rng=0, verify: bool = False,
@@ -252,8 +266,8 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
             raise InputError("pairs must be a PairBatch or a (p, q) tuple of [N, V] arrays") from None
         P, Q, _ = check_pair(p, q)
         batch = PairBatch(target=P, draft=Q)
-    ns = [check_drafts(x) for x in (np.atleast_1d(n).tolist())]
-    families = [check_family(f.replace("_", "-")) for f in families]
+    ns = [check_drafts(x) for x in _listed(n, "n (the numbers of drafts)")]
+    families = [check_family(str(f).replace("_", "-")) for f in _listed(families, "families", empty=True)]
     grids = dict(DEFAULT_GRIDS)
     for family, values in (grid or {}).items():
         family = check_family(family.replace("_", "-"))
@@ -263,8 +277,9 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
         grids[family] = tuple(values)
         if not grids[family]:
             raise InputError(f"the grid of {family} is empty; give at least one value")
-    bases = list(dict.fromkeys(get_sampler(s).name for s in samplers))
-    temps = (list(dict.fromkeys(check_temperature(t) for t in temperatures)) if temperatures is not None
+    bases = list(dict.fromkeys(get_sampler(s).name for s in _listed(samplers, "samplers")))
+    temps = (list(dict.fromkeys(check_temperature(t) for t in _listed(temperatures, "temperatures")))
+             if temperatures is not None
              else [batch.temperature])
     select, hold = _split(batch.num_pairs, rng)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, SizeLimitError, option
+from .errors import InputError, SizeLimitError, check_integer, option
 
 #: Rows of float64 (or integer) values must sum to 1 within this tolerance unless
 #: ``renormalize=True``; lower precisions get :func:`sum_tolerance`.
@@ -96,6 +96,8 @@ def check_probabilities(
 
 def _check_rows(raw: np.ndarray, roundoff: float, stored: str, *, name: str, renormalize: bool,
                 atol: float | None) -> np.ndarray:
+    if not isinstance(renormalize, (bool, np.bool_)):  # "no" or "false" would read as True
+        raise InputError(f"renormalize must be True or False, got {renormalize!r}")
     arr = _as_float_matrix(raw, name=name)
     if atol is None:
         atol = sum_tolerance(roundoff, arr.shape[1],
@@ -323,6 +325,16 @@ def apply_temperature(probs, temperature: float) -> np.ndarray:
     t = check_temperature(temperature)
     raw = as_array(probs)
     arr = _as_float_matrix(raw, name="probabilities")
+    # the rows' scale does not matter (T != 1 renormalises), their signs and finiteness do, at T = 1 too
+    low, high = arr.min(axis=1), arr.max(axis=1)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        row = int(np.argmax(~np.isfinite(arr).all(axis=1)))
+        raise InputError(f"probabilities row {row} has a non-finite value; probabilities must be finite numbers")
+    if (low < 0).any():
+        raise InputError(f"probabilities row {int(np.argmax(low < 0))} has a negative entry "
+                         f"({float(low[np.argmax(low < 0)]):.3g}); probabilities must be >= 0")
+    if (high <= 0).any():
+        raise InputError(f"probabilities row {int(np.argmax(high <= 0))} sums to 0; a distribution needs positive mass")
     if t != 1.0:
         with np.errstate(divide="ignore"):
             arr = _softmax_rows(np.log(arr), t)
@@ -522,12 +534,24 @@ def pairs_from_logits(target_logits, draft_logits, *, temperature: float = 1.0, 
     )
 
 
-def _check_synthetic_size(num_pairs: int, vocab_size: int) -> None:
-    if num_pairs < 1:
-        raise InputError(f"number of pairs must be >= 1, got {num_pairs}")
-    if vocab_size < 1:
-        raise InputError(f"vocabulary size must be >= 1, got {vocab_size}")
+def _check_synthetic_size(num_pairs: int, vocab_size: int, seed: int) -> tuple[int, int, int]:
+    """The sizes and seed of a synthetic family as ints, or an :class:`InputError` (2.5 pairs, a seed "1")."""
+    num_pairs = check_integer(num_pairs, "number of pairs", 1)
+    vocab_size = check_integer(vocab_size, "vocabulary size", 1)
+    seed = check_integer(seed, "seed", 0)
     check_allocation(num_pairs, vocab_size, arrays=6)
+    return num_pairs, vocab_size, seed
+
+
+def _positive(value, what: str, *, zero: bool = False) -> float:
+    """``value`` as a finite float above 0 (at least 0 with ``zero``), or an :class:`InputError` saying ``what``."""
+    import numbers
+
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+        and (value >= 0 if zero else value > 0)
+    if not ok:
+        raise InputError(f"{what} must be {'>= 0' if zero else '> 0'}, got {value!r}")
+    return float(value)
 
 
 def _row_generators(seed: int, num_pairs: int) -> list[np.random.Generator]:
@@ -543,9 +567,8 @@ def dirichlet_pairs(num_pairs: int, vocab_size: int, *, concentration: float = 1
     small ``c`` gives peaked vectors, large ``c`` nearly uniform ones. Pair ``i``
     depends only on ``seed`` and ``i``.
     """
-    _check_synthetic_size(num_pairs, vocab_size)
-    if not (concentration > 0 and math.isfinite(concentration)):
-        raise InputError(f"Dirichlet concentration must be > 0, got {concentration}")
+    num_pairs, vocab_size, seed = _check_synthetic_size(num_pairs, vocab_size, seed)
+    concentration = _positive(concentration, "Dirichlet concentration")
     p = np.empty((num_pairs, vocab_size))
     q = np.empty((num_pairs, vocab_size))
     alpha = np.full(vocab_size, float(concentration))
@@ -579,11 +602,9 @@ def zipf_pairs(num_pairs: int, vocab_size: int, *, exponent: float = 1.0, noise:
     ``l_i + noise * N(0, 1)``; both become probabilities through
     ``softmax(l / T)``. The logits are kept, so the batch can be re-tempered.
     """
-    _check_synthetic_size(num_pairs, vocab_size)
-    if not (exponent > 0 and math.isfinite(exponent)):
-        raise InputError(f"Zipf exponent must be > 0, got {exponent}")
-    if not (noise >= 0 and math.isfinite(noise)):
-        raise InputError(f"draft noise scale must be >= 0, got {noise}")
+    num_pairs, vocab_size, seed = _check_synthetic_size(num_pairs, vocab_size, seed)
+    exponent = _positive(exponent, "Zipf exponent")
+    noise = _positive(noise, "draft noise scale", zero=True)
     base = -float(exponent) * np.log(np.arange(1, vocab_size + 1, dtype=np.float64))
     tl = np.empty((num_pairs, vocab_size))
     dl = np.empty((num_pairs, vocab_size))

@@ -172,6 +172,19 @@ def test_library_refuses_an_empty_grid_and_a_negative_seed(pairs):
         design_search(pairs, 2, families=["hybrid"], rng=-1)
 
 
+def test_library_reads_a_bare_name_as_one_and_refuses_empty_lists(pairs):
+    """A bare string is one family or sampler (it was iterated by character: "unknown design family 'h'"), and an
+    empty list of n, samplers or temperatures is refused (it gave an empty table)."""
+    one = design_search(pairs, 2, families="hybrid", samplers="wor")
+    listed = design_search(pairs, 2, families=["hybrid"], samplers=["wor"])
+    assert one["sampler"].tolist() == listed["sampler"].tolist()
+    np.testing.assert_allclose(one["alpha_star"], listed["alpha_star"], rtol=0, atol=0)
+    for kw, what in [(dict(n=[]), "n .the numbers of drafts. is empty"), (dict(n=2, samplers=[]), "samplers is empty"),
+                     (dict(n=2, temperatures=[]), "temperatures is empty")]:
+        with pytest.raises(InputError, match=what):
+            design_search(pairs, families=["hybrid"], **kw)
+
+
 def test_cli_says_when_n_exceeds_what_the_draft_can_draft():
     result = runner.invoke(app, ["design", "--synthetic", "dirichlet", "--vocab", "5", "--pairs", "4", "-n", "8",
                                  "--family", "temperature", "-q"])

@@ -100,6 +100,27 @@ def test_synthetic_parameters_are_checked():
         zipf_pairs(2, 10, noise=-1.0)
     with pytest.raises(InputError, match="pairs"):
         zipf_pairs(0, 10)
+    # types too: 2.5 pairs, a string seed or concentration, a NaN noise, a bool size
+    for call, what in [(lambda: dirichlet_pairs(2.5, 10), "number of pairs must be an integer"),
+                       (lambda: dirichlet_pairs(2, 10, seed="1"), "seed must be an integer"),
+                       (lambda: dirichlet_pairs(2, 10, concentration="1"), "concentration must be > 0"),
+                       (lambda: zipf_pairs(2, 10, noise=float("nan")), "noise scale must be >= 0"),
+                       (lambda: zipf_pairs(2, True), "vocabulary size must be an integer")]:
+        with pytest.raises(InputError, match=what):
+            call()
+    # numpy integers are integers: the same pairs as plain ints
+    np.testing.assert_array_equal(dirichlet_pairs(np.int64(2), 5, seed=np.int64(3)).target,
+                                  dirichlet_pairs(2, 5, seed=3).target)
+
+
+def test_apply_temperature_refuses_rows_that_are_not_probabilities():
+    """At T = 1 too (a no-op on good rows): NaN, infinities, negative entries and empty rows are refused."""
+    for rows, what in [([0.5, np.nan, 0.5], "non-finite"), ([0.5, np.inf], "non-finite"),
+                       ([0.5, -0.1, 0.6], "negative entry"), ([[0.5, 0.5], [0.0, 0.0]], "row 1 sums to 0")]:
+        for T in (1.0, 0.5):
+            with pytest.raises(InputError, match=what):
+                apply_temperature(rows, T)
+    np.testing.assert_array_equal(apply_temperature([0.2, 0.8], 1.0), [0.2, 0.8])
 
 
 # --- pair files ---------------------------------------------------------------------------

@@ -560,13 +560,22 @@ _P4, _Q4 = [0.3, 0.4, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]
     (lambda: __import__("mdsd_cli").optimal_acceptance([0.5, 0.5], [0.5, 0.5], 20000, solver="primal-lp"),
      "use the chain solver"),
     (lambda: __import__("mdsd_cli").acceptance_rate("otm", [0.5, 0.5], [0.5, 0.5], 20000), "more than 10"),
+    (lambda: __import__("mdsd_cli").optimal_acceptance(_P4, _Q4, 2, solver="primal-lp", max_lp_variables=float("nan")),
+     "max_lp_variables must be an integer >= 1, got nan"),
+    (lambda: __import__("mdsd_cli.bounds", fromlist=["x"]).check_problem_size(_Q4, 2, sampler="iid", solver="dual-lp",
+                                                                           max_lp_variables="1e6"),
+     "max_lp_variables must be an integer"),
+    (lambda: __import__("mdsd_cli").optimal_acceptance(_P4, _Q4, 2, renormalize="no"),
+     "renormalize must be True or False, got 'no'"),
+    (lambda: __import__("mdsd_cli").check_pair(_P4, _Q4, renormalize="false"), "renormalize must be True or False"),
 ])
 def test_library_arguments_that_were_cut_ignored_or_crashed(call, fragment):
     """Found by review: ``samples=2.7`` ran 2 samples and ``"100"`` ran at all, ``max_tuples=nan`` lifted the limit,
     ``size=2.5`` drew 2 tuples, a scalar ``drafts`` raised IndexError, a row of two 1e308 renormalised to zeros
     (its sum overflowed), a size limit's message printed a 6,000-digit count (ValueError from Python's
     integer printing), and the LPs and otm at n = 20,000 built a multiset table of 20,001 x 20,000 ids (the count
-    of multisets passed the limit; their ids did not): each is a one-line InputError or SizeLimitError now."""
+    of multisets passed the limit; their ids did not), ``max_lp_variables=nan`` lifted the LP limit, and
+    ``renormalize="no"`` read as True: each is a one-line InputError or SizeLimitError now."""
     with pytest.raises(MdsdError, match=fragment) as info:
         call()
     assert "\n" not in str(info.value)

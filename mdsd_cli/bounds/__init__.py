@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributions import as_array, check_pair
-from ..errors import USE_CHAIN, option, unknown_choice
+from ..errors import USE_CHAIN, check_integer, option, unknown_choice
 from ..samplers import get_sampler
 from .chain import chain_solve
 from .lp import LP_SOLVERS, MAX_LP_VARIABLES, dual_lp, estimate_lp_variables, primal_lp
@@ -89,6 +89,7 @@ def solve_optimal_acceptance(p, q, n: int, *, sampler: str = "iid", solver: str 
     n = s.check_n(n)
     _check_solver(solver)
     _check_lp_solver(lp_solver)
+    max_lp_variables = check_integer(max_lp_variables, "max_lp_variables", 1)
     P, Q, batched = check_pair(p, q, renormalize=renormalize)
     if solver == "chain":
         values, _, sets = chain_solve(P, Q, n, sampler=s.name, want_sets=True)
@@ -143,6 +144,7 @@ def check_problem_size(q, n: int, *, sampler: str, solver: str,
     s = get_sampler(sampler)
     n = s.check_n(n)
     _check_solver(solver)
+    max_lp_variables = check_integer(max_lp_variables, "max_lp_variables", 1)
     Q = np.atleast_2d(as_array(q))
     V = Q.shape[1]
     if solver == "subsets" and V > MAX_SUBSET_VOCAB:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._stdio import silence_stdout_fd
-from ..errors import USE_CHAIN, SizeLimitError, SolverError, option
+from ..errors import USE_CHAIN, SizeLimitError, SolverError, check_integer, option
 from ..samplers import DraftSampler, DraftSetLaw
 from .result import OptimalAcceptance, TransportPlan
 
@@ -66,6 +66,7 @@ def estimate_lp_variables(sampler: DraftSampler, q: np.ndarray, n: int) -> int:
 
 
 def _set_law(sampler, q, n, solver_name, max_variables) -> DraftSetLaw:
+    max_variables = check_integer(max_variables, "max_lp_variables", 1)  # nan or "1e6" would lift or break the limit
     need = estimate_lp_variables(sampler, q, n)
     if need > max_variables:
         raise SizeLimitError(
