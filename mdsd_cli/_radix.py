@@ -211,23 +211,10 @@ def _few_argsort(a, b, out, limit):  # pragma: no cover - compiled (numpy's stab
 
 
 @kernel
-def _float_words(keys):  # pragma: no cover - compiled (through _radix_argsort, against numpy's)
-    """Unsigned words in the order of the float64 ``keys`` as numpy sorts them: negative keys with every bit
-    flipped, others with the sign bit set, ``-0.0`` as ``+0.0`` and every NaN last (one word above all others)."""
-    plain = keys + 0.0  # -0.0 + 0.0 = +0.0: equal keys, equal bits
-    bits = plain.view(np.uint64)
-    sign = np.uint64(1) << np.uint64(63)
-    top = ~np.uint64(0)
-    for i in range(keys.shape[0]):
-        u = bits[i]
-        bits[i] = top if keys[i] != keys[i] else u ^ ((np.uint64(0) - (u >> np.uint64(63))) | sign)
-    return bits
-
-
-@kernel
-def _float_words_into(x):  # pragma: no cover - compiled (through _ties_by_mass, against _float_words)
-    """:func:`_float_words` in place: ``x`` (float64, overwritten) becomes its words, returned as its uint64
-    view (no copy: each entry is read before its word is written)."""
+def _float_words_into(x):  # pragma: no cover - compiled (through _ties_by_mass, against numpy's sort)
+    """Unsigned words in the order of the float64 ``x`` as numpy sorts them (negative keys with every bit flipped,
+    others with the sign bit set, ``-0.0`` as ``+0.0``, every NaN last: one word above all others), in place: ``x``
+    is overwritten and returned as its uint64 view (no copy: each entry is read before its word is written)."""
     bits = x.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
     top = ~np.uint64(0)
@@ -237,8 +224,16 @@ def _float_words_into(x):  # pragma: no cover - compiled (through _ties_by_mass,
             bits[i] = top
         else:
             u = np.uint64(0) if v == 0.0 else bits[i]  # -0.0 as +0.0
-            bits[i] = ~u if u & sign else u | sign  # :func:`_float_words`' map, without its wrapping subtraction
+            bits[i] = ~u if u & sign else u | sign
     return bits
+
+
+@kernel
+def _float_words(keys):  # pragma: no cover - compiled (through _radix_argsort, against numpy's)
+    """Unsigned words in the order of the float64 ``keys`` as numpy sorts them: negative keys with every bit
+    flipped, others with the sign bit set, ``-0.0`` as ``+0.0`` and every NaN last (one word above all others);
+    ``keys`` are left as they are (:func:`_float_words_into` on a copy)."""
+    return _float_words_into(keys + 0.0)
 
 
 @kernel

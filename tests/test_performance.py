@@ -91,18 +91,24 @@ def test_radix_sorts_leave_what_they_do_not_sort_to_numpy():
     np.testing.assert_array_equal(words, [-(2**62), -1, 3, 5])
 
 
-def test_float_words_in_place_are_the_float_words():
-    """The in-place word map the chain's set-up uses (no copy of its keys) gives ``_float_words``' words: signed
-    zeros as one word, NaN last, denormals and infinities in order, compiled or not."""
+def test_float_words_sort_as_numpy_sorts_the_floats():
+    """The word map the radix sorts use (in place for the chain's set-up, on a copy elsewhere): words in numpy's
+    order of the floats, signed zeros as one word, NaN last as one word, denormals and infinities in order, compiled
+    or not; the copy leaves its keys as they were."""
     from mdsd_cli._radix import _float_words, _float_words_into
 
     rng = np.random.default_rng(4)
-    x = np.concatenate(([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1.0, -1.0],
+    x = np.concatenate(([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1.0, -1.0, np.nan],
                         rng.standard_normal(500) * 10.0 ** rng.integers(-300, 300, 500)))
+    keep = x.copy()
+    words = _float_words(x)
+    np.testing.assert_array_equal(x, keep)  # the copy's keys untouched (NaN compares equal here)
+    assert words[0] == words[1] and words[4] == words[9] == words.max()
+    order = np.argsort(x + 0.0, kind="stable")
+    assert np.array_equal(np.argsort(words, kind="stable"), order)
+    assert (np.diff(words[order][:-2].astype(np.float64)) >= 0).all()
     for fn in (_float_words_into, getattr(_float_words_into, "py_func", _float_words_into)):
-        got = fn(x.copy())
-        np.testing.assert_array_equal(got, _float_words(x))
-        assert np.array_equal(np.argsort(got, kind="stable"), np.argsort(x + 0.0, kind="stable"))
+        np.testing.assert_array_equal(fn(x.copy()), words)
 
 
 @pytest.mark.parametrize("V", [2, 3, 2380, 152_064])
