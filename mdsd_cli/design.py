@@ -274,7 +274,7 @@ def design_search(pairs, n, *, families: Iterable[str] = tuple(FAMILIES),
         if family not in families:
             raise InputError(f"a grid is given for {family}, which is not searched; add it to the families "
                              f"(--family {family}) or drop its grid")
-        grids[family] = tuple(values)
+        grids[family] = tuple(_listed(values, f"the grid of {family}", empty=True))
         if not grids[family]:
             raise InputError(f"the grid of {family} is empty; give at least one value")
     bases = list(dict.fromkeys(get_sampler(s).name for s in _listed(samplers, "samplers")))

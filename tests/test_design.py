@@ -173,12 +173,16 @@ def test_library_refuses_an_empty_grid_and_a_negative_seed(pairs):
 
 
 def test_library_reads_a_bare_name_as_one_and_refuses_empty_lists(pairs):
-    """A bare string is one family or sampler (it was iterated by character: "unknown design family 'h'"), and an
-    empty list of n, samplers or temperatures is refused (it gave an empty table)."""
+    """A bare string is one family or sampler (it was iterated by character: "unknown design family 'h'"), a bare
+    number one grid value (it raised TypeError), and an empty list of n, samplers or temperatures is refused (it gave
+    an empty table)."""
     one = design_search(pairs, 2, families="hybrid", samplers="wor")
     listed = design_search(pairs, 2, families=["hybrid"], samplers=["wor"])
     assert one["sampler"].tolist() == listed["sampler"].tolist()
     np.testing.assert_allclose(one["alpha_star"], listed["alpha_star"], rtol=0, atol=0)
+    bare = design_search(pairs, 2, families="temperature", grid={"temperature": 0.5})  # a number: one grid value
+    assert bare["sampler"].tolist() == design_search(pairs, 2, families=["temperature"],
+                                                     grid={"temperature": [0.5]})["sampler"].tolist()
     for kw, what in [(dict(n=[]), "n .the numbers of drafts. is empty"), (dict(n=2, samplers=[]), "samplers is empty"),
                      (dict(n=2, temperatures=[]), "temperatures is empty")]:
         with pytest.raises(InputError, match=what):
