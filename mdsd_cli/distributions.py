@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, SizeLimitError, check_integer, option
+from .errors import InputError, SizeLimitError, check_integer, check_positive, option
 
 #: Rows of float64 (or integer) values must sum to 1 within this tolerance unless
 #: ``renormalize=True``; lower precisions get :func:`sum_tolerance`.
@@ -543,17 +543,6 @@ def _check_synthetic_size(num_pairs: int, vocab_size: int, seed: int) -> tuple[i
     return num_pairs, vocab_size, seed
 
 
-def _positive(value, what: str, *, zero: bool = False) -> float:
-    """``value`` as a finite float above 0 (at least 0 with ``zero``), or an :class:`InputError` saying ``what``."""
-    import numbers
-
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-        and (value >= 0 if zero else value > 0)
-    if not ok:
-        raise InputError(f"{what} must be {'>= 0' if zero else '> 0'}, got {value!r}")
-    return float(value)
-
-
 def _row_generators(seed: int, num_pairs: int) -> list[np.random.Generator]:
     # One independent stream per pair: pair i is the same whatever num_pairs is.
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(num_pairs)]
@@ -568,7 +557,7 @@ def dirichlet_pairs(num_pairs: int, vocab_size: int, *, concentration: float = 1
     depends only on ``seed`` and ``i``.
     """
     num_pairs, vocab_size, seed = _check_synthetic_size(num_pairs, vocab_size, seed)
-    concentration = _positive(concentration, "Dirichlet concentration")
+    concentration = check_positive(concentration, "Dirichlet concentration")
     p = np.empty((num_pairs, vocab_size))
     q = np.empty((num_pairs, vocab_size))
     alpha = np.full(vocab_size, float(concentration))
@@ -603,8 +592,8 @@ def zipf_pairs(num_pairs: int, vocab_size: int, *, exponent: float = 1.0, noise:
     ``softmax(l / T)``. The logits are kept, so the batch can be re-tempered.
     """
     num_pairs, vocab_size, seed = _check_synthetic_size(num_pairs, vocab_size, seed)
-    exponent = _positive(exponent, "Zipf exponent")
-    noise = _positive(noise, "draft noise scale", zero=True)
+    exponent = check_positive(exponent, "Zipf exponent")
+    noise = check_positive(noise, "draft noise scale", zero=True)
     base = -float(exponent) * np.log(np.arange(1, vocab_size + 1, dtype=np.float64))
     tl = np.empty((num_pairs, vocab_size))
     dl = np.empty((num_pairs, vocab_size))

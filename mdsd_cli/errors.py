@@ -13,6 +13,8 @@ that neither audience reads the other's spelling.
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
 import re
 
 _OPTION = re.compile(r"\x00([^\x01]*)\x01([^\x02]*)\x02")
@@ -42,13 +44,21 @@ def count_text(count: int) -> str:
 def check_integer(value, name: str, minimum: int) -> int:
     """``value`` as an int, or an :class:`InputError` naming ``name``: an integer (not a bool, not a float such as
     2.7 that would be cut to 2, not a string) at least ``minimum``."""
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise InputError(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
+
+
+def check_positive(value, name: str, *, zero: bool = False) -> float:
+    """``value`` as a float, or an :class:`InputError` naming ``name``: a finite real number (not a bool, not a
+    string) above 0, or at least 0 with ``zero``."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+        and (value >= 0 if zero else value > 0)
+    if not ok:
+        raise InputError(f"{name} must be {'>= 0' if zero else '> 0'}, got {value!r}")
+    return float(value)
 
 
 def did_you_mean(name, choices) -> str:

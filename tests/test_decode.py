@@ -373,6 +373,17 @@ def test_pydoc_ngram_models_are_the_dataset_models():
     assert pair.target.decode(pair.target.encode(text)) == text.lower()
 
 
+def test_synthetic_models_refuse_parameters_that_are_not_numbers_of_their_kind():
+    """2.5 tokens were cut to 2, a string exponent or seed raised TypeError from a comparison: one-line InputErrors."""
+    for kw, what in [(dict(vocab_size=2.5), "vocabulary size must be an integer >= 1, got 2.5"),
+                     (dict(vocab_size=12, seed="1"), "seed must be an integer >= 0"),
+                     (dict(vocab_size=12, order=-1), "context order must be an integer >= 0, got -1"),
+                     (dict(vocab_size=12, exponent="1"), "Zipf exponent must be > 0, got '1'"),
+                     (dict(vocab_size=12, noise=float("nan")), "draft noise must be >= 0, got nan")]:
+        with pytest.raises(InputError, match=what):
+            synthetic_models(**kw)
+
+
 def test_synthetic_models_are_seeded_and_depend_on_the_last_tokens_only():
     a, b = SyntheticModel(152_064, seed=4, noise=1.0), SyntheticModel(152_064, seed=4, noise=1.0)
     la = a.logits([[5, 6, 7], [9, 6, 7], [6, 8]])

@@ -18,11 +18,9 @@ decoding benchmarks). Everything depends only on ``seed`` and the context.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..errors import InputError
+from ..errors import check_integer, check_positive
 from .base import NextTokenModel, Prompt
 
 
@@ -52,16 +50,10 @@ class SyntheticModel(NextTokenModel):
 
     def __init__(self, vocab_size: int, *, seed: int = 0, order: int = 2, exponent: float = 1.0,
                  noise: float = 0.0, name: str | None = None):
-        if int(vocab_size) < 1:
-            raise InputError(f"vocabulary size must be >= 1, got {vocab_size}")
-        if int(order) < 0:
-            raise InputError(f"context order must be >= 0, got {order}")
-        if not (exponent > 0 and math.isfinite(exponent)):
-            raise InputError(f"Zipf exponent must be > 0, got {exponent}")
-        if not (noise >= 0 and math.isfinite(noise)):
-            raise InputError(f"draft noise must be >= 0, got {noise}")
-        self.vocab_size = V = int(vocab_size)
-        self.seed, self.order, self.exponent, self.noise = int(seed), int(order), float(exponent), float(noise)
+        self.vocab_size = V = check_integer(vocab_size, "vocabulary size", 1)  # 2.5 would be cut to 2
+        self.seed, self.order = check_integer(seed, "seed", 0), check_integer(order, "context order", 0)
+        self.exponent = check_positive(exponent, "Zipf exponent")
+        self.noise = check_positive(noise, "draft noise", zero=True)
         rng = np.random.default_rng([self.seed, V])
         base = -self.exponent * np.log1p(np.arange(V, dtype=np.float64))
         self.ranked = base[rng.permutation(V)]  # l at index j = base[pi(j)]
